@@ -1,0 +1,291 @@
+"""The `kb` command: parses flags, calls the library, renders, and maps errors to exit codes.
+
+Only this module imports click, and nothing imports it. Heavy modules (SQLAlchemy, the
+matcher's engines) are imported inside the commands that need them, so `kb --help` is quick.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import click
+
+from kb import __version__
+from kb.errors import EXIT_NOTHING_FOUND, EXIT_OK, Ambiguous, KbError
+
+if TYPE_CHECKING:
+    from kb.knowledge import KnowledgeBase
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class KbGroup(click.Group):
+    """Turns every KbError into its one-line message, next step and exit code."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except KbError as exc:
+            from kb.render import safe
+
+            click.echo(f"Error: {safe(exc.message, multiline=False)}", err=True)
+            if isinstance(exc, Ambiguous):
+                for record_id, repo, slug in exc.candidates:
+                    click.echo(f"  {record_id}  {safe(repo)}/{safe(slug)}", err=True)
+            if exc.hint:
+                click.echo(exc.hint, err=True)
+            ctx.exit(exc.exit_code)
+
+
+def use_color(stream: Any = None) -> bool:
+    """Colour only on a terminal, and never when NO_COLOR is set."""
+    stream = stream or sys.stdout
+    return "NO_COLOR" not in os.environ and hasattr(stream, "isatty") and stream.isatty()
+
+
+def open_kb(ctx: click.Context) -> KnowledgeBase:
+    from kb.knowledge import KnowledgeBase
+
+    return KnowledgeBase(ctx.obj.get("db"))
+
+
+def format_option(func: F) -> F:
+    """The same output choice on every command that prints records."""
+    return click.option(
+        "--format",
+        "fmt",
+        type=click.Choice(["text", "json", "markdown"]),
+        default="text",
+        show_default=True,
+        help="Text for people, markdown for tickets, JSON for programs.",
+    )(func)
+
+
+@click.group(cls=KbGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--db",
+    metavar="URL",
+    help="Database URL or SQLite path. Default: $KB_DATABASE_URL, then the user data dir.",
+)
+@click.version_option(__version__, "--version", prog_name="kb")
+@click.pass_context
+def cli(ctx: click.Context, db: str | None) -> None:
+    """kb: paste an error log, get what is known about every error in it.
+
+    \b
+    Example:
+      kb import data/records.jsonl
+      kb match data/logs/paste.log
+    """
+    ctx.ensure_object(dict)
+    ctx.obj["db"] = db
+
+
+@cli.command("import")
+@click.argument("sources", nargs=-1, required=True, metavar="PATH...")
+@click.option("--batch-size", type=click.IntRange(1, 100_000), default=1000, show_default=True,
+              help="Records written per round trip.")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON on stdout.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress bar and no summary.")
+@click.pass_context
+def import_command(
+    ctx: click.Context, sources: tuple[str, ...], batch_size: int, as_json: bool, quiet: bool
+) -> None:
+    """Import error records from files, folders, URLs or `-` (stdin).
+
+    Reads single records, wrapped records, JSON arrays, JSONL, the compact index.json,
+    manifest.json (checking each file's sha256), any of them gzipped, and folders.
+    Records are upserted by id in one transaction; bad records are listed on stderr as
+    FILE:LINE: id ID: FIELD: reason and skipped. Exit 0: all stored; 1: some rejected;
+    2: an input could not be read (nothing stored).
+
+    \b
+    Example:
+      kb import data/records.jsonl
+      kb import https://example.org/data/manifest.json --json
+    """
+    from kb.ingest import expand_inputs, total_bytes
+    from kb.render import safe
+
+    kb = open_kb(ctx)
+    progress = None
+    bar = None
+    if not quiet and sys.stderr.isatty():
+        total = total_bytes(expand_inputs(sources))
+        bar = click.progressbar(length=total or 0, label="Importing", file=sys.stderr,
+                                show_pos=False, show_percent=total is not None)
+        bar.__enter__()
+        progress = bar.update
+    try:
+        report = kb.import_sources(list(sources), batch_size=batch_size, progress=progress)
+    finally:
+        if bar is not None:
+            bar.__exit__(None, None, None)
+    for error in report.errors:
+        click.echo(safe(str(error), multiline=False), err=True)
+    for warning in report.warnings:
+        if not quiet:
+            click.echo("warning: " + safe(warning, multiline=False), err=True)
+    if as_json:
+        from kb.render import to_json
+
+        click.echo(to_json(report.as_dict()))
+    elif not quiet:
+        click.echo(
+            f"{report.stored + report.rejected:,} records read from {len(report.files)} "
+            f"source(s): {report.inserted:,} inserted, {report.updated:,} updated, "
+            f"{report.unchanged:,} unchanged, {report.rejected:,} rejected.",
+            err=True,
+        )
+    ctx.exit(EXIT_NOTHING_FOUND if report.rejected else EXIT_OK)
+
+
+@cli.command()
+@click.argument("key", metavar="ID_OR_SLUG")
+@format_option
+@click.pass_context
+def show(ctx: click.Context, key: str, fmt: str) -> None:
+    """Show one record whole: by id, slug, repo/slug or error code.
+
+    An unknown key exits 1; a slug shared by several records lists them and exits 2.
+
+    \b
+    Example:
+      kb show 46a1fcb95e0d367e
+      kb show vllm-project/vllm/unknown-kv-cache-group-kind-kind-in-backend-pe --format markdown
+    """
+    from kb import render
+
+    record = open_kb(ctx).lookup(key)
+    if fmt == "json":
+        click.echo(render.to_json(record))
+    elif fmt == "markdown":
+        click.echo(render.record_markdown(record), nl=False)
+    else:
+        click.echo(render.record_text(record, render.Style(use_color())), nl=False)
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
+@click.pass_context
+def stats(ctx: click.Context, as_json: bool) -> None:
+    """Totals: records, by repository, by type and severity, and the last imports.
+
+    \b
+    Example:
+      kb stats --json
+    """
+    from kb import render
+
+    figures = open_kb(ctx).stats()
+    if as_json:
+        click.echo(render.to_json(figures))
+        return
+    style = render.Style(use_color())
+    out = [
+        f"{style.heading('Records')}  {figures['records']:,} in {figures['repos']:,} repositories"
+        + (f" ({figures['stubs']:,} from the compact index only)" if figures["stubs"] else ""),
+        f"{style.heading('Database')} {render.safe(figures['database'])}",
+        "",
+        style.heading("By type"),
+        *(f"  {render.safe(k):<14} {v:>9,}" for k, v in figures["by_type"].items()),
+        "",
+        style.heading("By severity"),
+        *(f"  {render.safe(k):<14} {v:>9,}" for k, v in figures["by_severity"].items()),
+        "",
+        style.heading("By repository") + (" (top 20)" if len(figures["by_repo"]) > 20 else ""),
+        *(
+            f"  {render.safe(k):<40} {v:>9,}"
+            for k, v in list(figures["by_repo"].items())[:20]
+        ),
+        "",
+        style.heading("Imports") + f"  {figures['imports']:,} in all",
+    ]
+    for run in figures["last_imports"]:
+        out.append(
+            f"  #{run['id']} {run['started_at'][:19] if run['started_at'] else ''}  "
+            f"+{run['inserted']:,} ~{run['updated']:,} ={run['unchanged']:,} "
+            f"!{run['rejected']:,}  {render.safe(', '.join(run['sources']))[:60]}"
+        )
+    click.echo("\n".join(out))
+
+
+@cli.command()
+@click.argument("path", required=False, default="-", metavar="[PATH|-]")
+@click.option("--repo", help="Only the records of this repository (owner/name).")
+@click.pass_context
+def export(ctx: click.Context, path: str, repo: str | None) -> None:
+    """Write records as JSONL, one a line, in the dataset's keys; `kb import` reads it back.
+
+    \b
+    Example:
+      kb export backup.jsonl
+      kb export --repo pallets/flask - | gzip > flask.jsonl.gz
+    """
+    kb = open_kb(ctx)
+    if path == "-":
+        count = kb.export(sys.stdout, repo)
+    else:
+        target = Path(path)
+        temporary = target.with_name(f".{target.name}.tmp-{os.getpid()}")
+        try:
+            with open(temporary, "w", encoding="utf-8", newline="\n") as out:
+                count = kb.export(out, repo)
+            os.replace(temporary, target)
+        finally:
+            temporary.unlink(missing_ok=True)
+    click.echo(f"{count:,} records exported.", err=True)
+
+
+@cli.group("db", cls=KbGroup)
+def db_group() -> None:
+    """The database schema: see its revision, upgrade an older one."""
+
+
+@db_group.command("upgrade")
+@click.pass_context
+def db_upgrade(ctx: click.Context) -> None:
+    """Upgrade the database to this kb's schema (creates a new one at the newest).
+
+    \b
+    Example:
+      kb --db team.sqlite3 db upgrade
+    """
+    from kb import db
+    from kb.config import resolve_database_url
+
+    engine = db.make_engine(resolve_database_url(ctx.obj.get("db")))
+    before, after = db.upgrade(engine)
+    if before == after:
+        click.echo(f"Already at the newest schema revision {after}.", err=True)
+    else:
+        click.echo(f"Upgraded from {before or 'nothing'} to {after}.", err=True)
+
+
+@db_group.command("current")
+@click.pass_context
+def db_current(ctx: click.Context) -> None:
+    """Print the database's schema revision, and whether it is the newest.
+
+    \b
+    Example:
+      kb db current
+    """
+    from kb import db
+    from kb.config import resolve_database_url
+
+    engine = db.make_engine(resolve_database_url(ctx.obj.get("db")))
+    revision = db.current_revision(engine)
+    if revision is None:
+        click.echo("none (not a kb database yet)")
+    else:
+        state = "head" if revision == db.HEAD_REVISION else f"needs upgrade to {db.HEAD_REVISION}"
+        click.echo(f"{revision} ({state})")
+
+
+def main() -> None:
+    cli(prog_name="kb")

@@ -1,0 +1,176 @@
+"""Engines, SQLite pragmas, and the schema's life: create at head, check, upgrade.
+
+A new empty database is created at the newest schema (`create_all`, then stamped);
+an older one must be upgraded with `kb db upgrade`, and every other command refuses it.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event, inspect, text
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError, SQLAlchemyError
+
+from kb.errors import DatabaseError, SchemaOutOfDate
+from kb.models import Base
+
+# The newest Alembic revision; tests/test_db.py proves it equals the scripts' head.
+HEAD_REVISION = "0001"
+# How long a command waits for another process's write lock before giving up (exit 3).
+BUSY_TIMEOUT_MS = 30_000
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+
+
+def migrations_dir() -> Path:
+    """Where the Alembic scripts are: inside the wheel, or at the top of a source checkout."""
+    for candidate in (PACKAGE_DIR / "_migrations", PACKAGE_DIR.parent / "migrations"):
+        if (candidate / "env.py").is_file():
+            return candidate
+    raise DatabaseError("kb's migration scripts are missing from this installation")
+
+
+def _on_sqlite_connect(dbapi_connection: Any, _record: Any) -> None:
+    # Let SQLAlchemy's "begin" event issue BEGIN itself, so a transaction spans everything.
+    dbapi_connection.isolation_level = None
+    cursor = dbapi_connection.cursor()
+    cursor.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    cursor.execute("PRAGMA journal_mode = WAL")
+    cursor.execute("PRAGMA synchronous = NORMAL")
+    cursor.execute("PRAGMA foreign_keys = ON")
+    cursor.close()
+
+
+def _on_sqlite_begin(connection: Any) -> None:
+    connection.exec_driver_sql("BEGIN")
+
+
+def make_engine(url: str) -> Engine:
+    """An engine for `url`; for SQLite the file's folder is created and WAL is on."""
+    try:
+        parsed = make_url(url)
+    except ArgumentError as exc:
+        raise DatabaseError(f"not a database URL: {url}") from exc
+    is_sqlite = parsed.get_backend_name() == "sqlite"
+    if is_sqlite and parsed.database and parsed.database != ":memory:":
+        Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+    try:
+        engine = create_engine(parsed, future=True)
+    except (NoSuchModuleError, ImportError) as exc:
+        raise DatabaseError(
+            f"cannot use {parsed.render_as_string(hide_password=True)}: {exc}",
+            hint="For PostgreSQL install kb[postgres].",
+        ) from exc
+    if is_sqlite:
+        event.listen(engine, "connect", _on_sqlite_connect)
+        event.listen(engine, "begin", _on_sqlite_begin)
+    return engine
+
+
+def describe(engine: Engine) -> str:
+    return engine.url.render_as_string(hide_password=True)
+
+
+def current_revision(engine: Engine) -> str | None:
+    """The Alembic revision stamped in the database, or None when it has none."""
+    try:
+        with engine.connect() as conn:
+            if not inspect(conn).has_table("alembic_version"):
+                return None
+            row = conn.execute(text("SELECT version_num FROM alembic_version")).first()
+    except OperationalError as exc:
+        raise DatabaseError(f"cannot open the database {describe(engine)}: {exc.orig}") from exc
+    return None if row is None else str(row[0])
+
+
+def _is_empty(engine: Engine) -> bool:
+    with engine.connect() as conn:
+        return not inspect(conn).get_table_names()
+
+
+def _alembic_config(engine: Engine) -> Any:
+    from alembic.config import Config
+
+    config = Config()
+    config.set_main_option("script_location", str(migrations_dir()))
+    config.set_main_option("sqlalchemy.url", describe(engine).replace("%", "%%"))
+    return config
+
+
+def create_at_head(engine: Engine) -> None:
+    """Create every table of a new database and stamp it at the newest revision."""
+    from alembic import command
+
+    with engine.begin() as conn:
+        Base.metadata.create_all(conn)
+        config = _alembic_config(engine)
+        config.attributes["connection"] = conn
+        command.stamp(config, "head")
+
+
+def ensure_ready(engine: Engine) -> None:
+    """Make a usable database of `engine`: create a new one, refuse an old or foreign one."""
+    try:
+        revision = current_revision(engine)
+        if revision == HEAD_REVISION:
+            return
+        if revision is None:
+            if not _is_empty(engine):
+                raise DatabaseError(
+                    f"{describe(engine)} holds tables but is not a kb database",
+                    hint="Point --db at a new file or an empty database.",
+                )
+            create_at_head(engine)
+            return
+    except OperationalError as exc:
+        raise DatabaseError(f"cannot use the database {describe(engine)}: {exc.orig}") from exc
+    if revision in known_revisions():
+        raise SchemaOutOfDate(
+            f"the database {describe(engine)} is at schema revision {revision}, "
+            f"this kb needs {HEAD_REVISION}",
+            hint="Run `kb db upgrade` to upgrade it.",
+        )
+    raise DatabaseError(
+        f"the database {describe(engine)} is at schema revision {revision}, "
+        "which this kb does not know (made by a newer kb?)",
+        hint="Upgrade kb.",
+    )
+
+
+def known_revisions() -> set[str]:
+    """Every revision id in the migration scripts (read only when a database is not at head)."""
+    from alembic.script import ScriptDirectory
+
+    scripts = ScriptDirectory(str(migrations_dir()))
+    return {script.revision for script in scripts.walk_revisions()}
+
+
+def upgrade(engine: Engine) -> tuple[str | None, str]:
+    """Bring the database to the newest revision; returns (before, after)."""
+    from alembic import command
+
+    before = current_revision(engine)
+    if before is None and _is_empty(engine):
+        create_at_head(engine)
+        return None, HEAD_REVISION
+    try:
+        with engine.begin() as conn:
+            config = _alembic_config(engine)
+            config.attributes["connection"] = conn
+            command.upgrade(config, "head")
+    except SQLAlchemyError as exc:
+        raise DatabaseError(f"upgrade of {describe(engine)} failed: {exc}") from exc
+    return before, current_revision(engine) or HEAD_REVISION
+
+
+def sqlite_path(engine: Engine) -> Path | None:
+    """The file behind a SQLite engine, for caches kept beside it."""
+    if engine.url.get_backend_name() != "sqlite":
+        return None
+    database = engine.url.database
+    if not database or database == ":memory:":
+        return None
+    return Path(os.path.abspath(database))

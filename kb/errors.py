@@ -1,0 +1,57 @@
+"""The one exception family kb raises, and the exit codes the CLI maps it to.
+
+Library code raises these; only kb/cli.py turns them into messages and exit codes.
+"""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_NOTHING_FOUND = 1  # match/search found nothing; import rejected some records
+EXIT_USAGE = 2  # usage or unreadable input
+EXIT_DATABASE = 3  # the database is missing, locked past the timeout or at the wrong schema
+
+
+class KbError(Exception):
+    """Base of every error kb reports to a person."""
+
+    exit_code = EXIT_USAGE
+
+    def __init__(self, message: str, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class InputError(KbError):
+    """An input file or stream cannot be read at all (missing, not JSON, bad checksum)."""
+
+    exit_code = EXIT_USAGE
+
+
+class DatabaseError(KbError):
+    """The database cannot be used: cannot be opened, locked, or at the wrong schema."""
+
+    exit_code = EXIT_DATABASE
+
+
+class SchemaOutOfDate(DatabaseError):
+    """The database was made by an older kb and must be upgraded first."""
+
+
+class NotFound(KbError):
+    """A look-up found nothing."""
+
+    exit_code = EXIT_NOTHING_FOUND
+
+
+class Ambiguous(KbError):
+    """A slug names several records; the candidates travel with the error."""
+
+    exit_code = EXIT_USAGE
+
+    def __init__(self, message: str, candidates: list[tuple[str, str, str]]) -> None:
+        super().__init__(message, hint="Use the id or repo/slug to pick one.")
+        self.candidates = candidates

@@ -1,0 +1,205 @@
+"""The library API: `KnowledgeBase` opens a database and imports, looks up, exports and matches.
+
+Plain values in and out; the CLI is one user of it, Python code is another.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from typing import IO, Any
+
+from sqlalchemy import Engine, func, select
+from sqlalchemy.exc import OperationalError
+
+from kb import db
+from kb.config import resolve_database_url
+from kb.errors import Ambiguous, DatabaseError, NotFound
+from kb.ingest import DEFAULT_BATCH_SIZE, ImportReport, ProgressFn, get_meta, import_sources
+from kb.models import ImportRun, RecordRow
+from kb.records import COLUMNS, Record
+
+RECORDS = RecordRow.__table__
+
+
+def record_from_row(row: Any) -> Record:
+    mapping = row._mapping
+    return Record(
+        values={column: mapping[column] for column in COLUMNS},
+        extra=dict(mapping["extra"] or {}),
+        stub=bool(mapping["stub"]),
+    )
+
+
+class KnowledgeBase:
+    """One knowledge base, at a SQLAlchemy URL or a SQLite path (see kb.config)."""
+
+    def __init__(self, url: str | None = None, *, create: bool = True) -> None:
+        self.url = resolve_database_url(url)
+        self.engine: Engine = db.make_engine(self.url)
+        if create:
+            db.ensure_ready(self.engine)
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def __enter__(self) -> KnowledgeBase:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ writing
+
+    def import_sources(
+        self,
+        sources: Iterable[str],
+        *,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        progress: ProgressFn | None = None,
+    ) -> ImportReport:
+        """Import files, folders, `-` (stdin) or URLs in one transaction."""
+        return import_sources(
+            self.engine,
+            sources,
+            batch_size=batch_size,
+            progress=progress,
+            check_pattern=_pattern_warning,
+        )
+
+    # ------------------------------------------------------------------ reading
+
+    def revision(self) -> str:
+        """Changes whenever an import changed a record; caches of derived data key on it."""
+        with self._connect() as conn:
+            return get_meta(conn, "revision") or "empty"
+
+    def get(self, record_id: str) -> dict[str, Any] | None:
+        """The record with this id in the dataset's own keys, or None."""
+        with self._connect() as conn:
+            row = conn.execute(select(RECORDS).where(RECORDS.c.id == record_id)).first()
+        return None if row is None else record_from_row(row).to_dataset()
+
+    def get_many(self, ids: Iterable[str]) -> dict[str, dict[str, Any]]:
+        wanted = list(dict.fromkeys(ids))
+        out: dict[str, dict[str, Any]] = {}
+        with self._connect() as conn:
+            for start in range(0, len(wanted), 500):
+                chunk = wanted[start : start + 500]
+                for row in conn.execute(select(RECORDS).where(RECORDS.c.id.in_(chunk))):
+                    record = record_from_row(row)
+                    out[record.id] = record.to_dataset()
+        return out
+
+    def lookup(self, key: str) -> dict[str, Any]:
+        """A record by id, slug, `repo/slug` or error code; Ambiguous when several fit."""
+        key = key.strip()
+        record = self.get(key.lower()) if len(key) == 16 else None
+        if record is not None:
+            return record
+        with self._connect() as conn:
+            query = select(RECORDS).where(RECORDS.c.slug == key)
+            if "/" in key:
+                repo, _, slug = key.rpartition("/")
+                query = select(RECORDS).where(
+                    ((RECORDS.c.repo == repo) & (RECORDS.c.slug == slug)) | (RECORDS.c.slug == key)
+                )
+            rows = conn.execute(query.order_by(RECORDS.c.repo, RECORDS.c.id).limit(50)).all()
+            if not rows:
+                rows = conn.execute(
+                    select(RECORDS)
+                    .where(RECORDS.c.error_code == key)
+                    .order_by(RECORDS.c.repo, RECORDS.c.id)
+                    .limit(50)
+                ).all()
+        if not rows:
+            raise NotFound(
+                f"no record has the id, slug or code {key!r}",
+                hint="Try `kb search` with words from the message.",
+            )
+        if len(rows) > 1:
+            candidates = [(row.id, row.repo, row.slug) for row in rows]
+            raise Ambiguous(f"{key!r} names {len(rows)} records", candidates)
+        return record_from_row(rows[0]).to_dataset()
+
+    def stats(self) -> dict[str, Any]:
+        """Totals by repository, type and severity, and the last imports."""
+        with self._connect() as conn:
+            total = conn.execute(select(func.count()).select_from(RECORDS)).scalar_one()
+            stubs = conn.execute(
+                select(func.count()).select_from(RECORDS).where(RECORDS.c.stub.is_(True))
+            ).scalar_one()
+
+            def grouped(column: Any) -> dict[str, int]:
+                rows = conn.execute(
+                    select(column, func.count())
+                    .group_by(column)
+                    .order_by(func.count().desc(), column)
+                )
+                return {str(key): int(count) for key, count in rows}
+
+            runs = ImportRun.__table__
+            imports = [
+                {
+                    "id": row.id,
+                    "started_at": row.started_at.isoformat() if row.started_at else None,
+                    "sources": row.sources,
+                    "dataset_version": row.dataset_version,
+                    "inserted": row.inserted,
+                    "updated": row.updated,
+                    "unchanged": row.unchanged,
+                    "rejected": row.rejected,
+                }
+                for row in conn.execute(select(runs).order_by(runs.c.id.desc()).limit(5))
+            ]
+            import_count = conn.execute(select(func.count()).select_from(runs)).scalar_one()
+            return {
+                "records": int(total),
+                "stubs": int(stubs),
+                "repos": conn.execute(
+                    select(func.count(func.distinct(RECORDS.c.repo)))
+                ).scalar_one(),
+                "by_repo": grouped(RECORDS.c.repo),
+                "by_type": grouped(RECORDS.c.error_type),
+                "by_severity": grouped(RECORDS.c.severity),
+                "imports": int(import_count),
+                "last_imports": imports,
+                "revision": get_meta(conn, "revision") or "empty",
+                "database": db.describe(self.engine),
+            }
+
+    def iter_records(self, repo: str | None = None) -> Iterator[dict[str, Any]]:
+        """Every record in id order, streamed, in the dataset's own keys."""
+        with self._connect() as conn:
+            query = select(RECORDS).order_by(RECORDS.c.id)
+            if repo:
+                query = query.where(RECORDS.c.repo == repo)
+            result = conn.execution_options(yield_per=1000).execute(query)
+            for row in result:
+                yield record_from_row(row).to_dataset()
+
+    def export(self, out: IO[str], repo: str | None = None) -> int:
+        """Write JSONL, one record a line, that `import` reads back unchanged."""
+        count = 0
+        for record in self.iter_records(repo):
+            out.write(json.dumps(record, ensure_ascii=False, separators=(",", ":")))
+            out.write("\n")
+            count += 1
+        return count
+
+    def _connect(self) -> Any:
+        try:
+            return self.engine.connect()
+        except OperationalError as exc:
+            raise DatabaseError(f"cannot open {db.describe(self.engine)}: {exc.orig}") from exc
+
+
+def _pattern_warning(record: Record) -> str | None:
+    """A warning for a messagePattern kb cannot run; the record still matches by its text."""
+    try:
+        from kb.patterns import prepare
+    except ImportError:  # the matcher is not part of this build
+        return None
+    prepared = prepare(record.values["message_pattern"], record.values["error_message"])
+    warning: str | None = getattr(prepared, "warning", None)
+    return f"messagePattern: {warning}" if warning else None

@@ -1,0 +1,121 @@
+"""SQLAlchemy 2 models: the records, what each import did, and tables derived from records.
+
+Alembic owns every schema change (migrations/); `create_all` of this metadata and
+`alembic upgrade head` must agree, and a test proves it.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+# Stable constraint names, so migrations can refer to them on every backend.
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+class RecordRow(Base):
+    """One error record: every dataset field as a column, unknown fields in `extra`."""
+
+    __tablename__ = "records"
+
+    id: Mapped[str] = mapped_column(String(16), primary_key=True)
+    repo: Mapped[str] = mapped_column(String(200), index=True)
+    slug: Mapped[str] = mapped_column(String(200), index=True)
+    error_code: Mapped[str | None] = mapped_column(String(200), index=True)
+    error_message: Mapped[str] = mapped_column(Text)
+    message_pattern: Mapped[str] = mapped_column(Text)
+    error_type: Mapped[str] = mapped_column(String(20))
+    error_class: Mapped[str | None] = mapped_column(String(200), index=True)
+    http_status: Mapped[int | None] = mapped_column(Integer)
+    severity: Mapped[str] = mapped_column(String(20))
+    # Nullable because stub records from a compact index row do not have them yet.
+    file_path: Mapped[str | None] = mapped_column(Text)
+    line_number: Mapped[int | None] = mapped_column(Integer)
+    source_code: Mapped[str | None] = mapped_column(Text)
+    source_code_start: Mapped[int | None] = mapped_column(Integer)
+    source_code_end: Mapped[int | None] = mapped_column(Integer)
+    github_url: Mapped[str | None] = mapped_column(Text)
+    documentation: Mapped[str | None] = mapped_column(Text)
+    trigger_scenarios: Mapped[str | None] = mapped_column(Text)
+    common_situations: Mapped[str | None] = mapped_column(Text)
+    solutions: Mapped[list[str]] = mapped_column(JSON)
+    example_fix: Mapped[str | None] = mapped_column(Text)
+    handling_strategy: Mapped[str | None] = mapped_column(String(20))
+    validation_code: Mapped[str | None] = mapped_column(Text)
+    type_guard: Mapped[str | None] = mapped_column(Text)
+    try_catch_pattern: Mapped[str | None] = mapped_column(Text)
+    prevention_tips: Mapped[list[str]] = mapped_column(JSON)
+    tags: Mapped[list[str]] = mapped_column(JSON)
+    background_tag: Mapped[str | None] = mapped_column(String(200))
+    analyzed_sha: Mapped[str | None] = mapped_column(String(200))
+    analyzed_at: Mapped[str | None] = mapped_column(String(40))
+    schema_version: Mapped[int] = mapped_column(Integer)
+
+    extra: Mapped[dict[str, Any]] = mapped_column(JSON)  # unknown fields, given back on export
+    stub: Mapped[bool] = mapped_column(Boolean, default=False)  # compact index row only
+    dataset_version: Mapped[str | None] = mapped_column(String(40))
+    content_hash: Mapped[str] = mapped_column(String(64))
+    import_id: Mapped[int | None] = mapped_column(
+        ForeignKey("import_runs.id", ondelete="SET NULL"), index=True
+    )
+
+
+class RecordTag(Base):
+    """Derived from records.tags: one row a tag, so tag filters are plain indexed SQL."""
+
+    __tablename__ = "record_tags"
+
+    record_id: Mapped[str] = mapped_column(
+        ForeignKey("records.id", ondelete="CASCADE"), primary_key=True
+    )
+    tag: Mapped[str] = mapped_column(String(200), primary_key=True)
+
+    __table_args__ = (Index("ix_record_tags_tag", "tag"),)
+
+
+class ImportRun(Base):
+    """What one `kb import` did."""
+
+    __tablename__ = "import_runs"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    sources: Mapped[list[str]] = mapped_column(JSON)
+    dataset_version: Mapped[str | None] = mapped_column(String(40))
+    inserted: Mapped[int] = mapped_column(Integer, default=0)
+    updated: Mapped[int] = mapped_column(Integer, default=0)
+    unchanged: Mapped[int] = mapped_column(Integer, default=0)
+    rejected: Mapped[int] = mapped_column(Integer, default=0)
+
+
+class Meta(Base):
+    """Key/value facts about the knowledge base, such as its content revision."""
+
+    __tablename__ = "kb_meta"
+
+    key: Mapped[str] = mapped_column(String(100), primary_key=True)
+    value: Mapped[str] = mapped_column(Text)

@@ -1,0 +1,221 @@
+"""Text for people, markdown for tickets, JSON for programs; every dataset string made safe.
+
+Dataset text is untrusted: escape sequences and control characters are removed before it
+reaches a terminal, and markdown output fences code so it cannot break out.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import textwrap
+from collections.abc import Iterable
+from typing import Any, Final
+
+# CSI/OSC/other escape sequences, then any remaining C0/C1 control character but \n and \t.
+ANSI_RE: Final = re.compile(
+    r"\x1b\[[0-?]*[ -/]*[@-~]"  # CSI ... final byte
+    r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"  # OSC ... BEL or ST
+    r"|\x1b[PX^_][^\x1b]*(?:\x1b\\)?"  # DCS/SOS/PM/APC ... ST
+    r"|\x1b[@-Z\\-_]"  # two-byte escapes
+    r"|\x9b[0-?]*[ -/]*[@-~]"  # 8-bit CSI
+)
+CONTROL_RE: Final = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069]")
+WRAP_WIDTH: Final = 88  # readable in an 80–100 column terminal with the indent
+
+
+def safe(text: object, *, multiline: bool = True) -> str:
+    """Dataset text with escape sequences and control characters removed."""
+    if text is None:
+        return ""
+    cleaned = CONTROL_RE.sub("", ANSI_RE.sub("", str(text).replace("\r\n", "\n")))
+    if not multiline:
+        cleaned = " ".join(cleaned.split())
+    return cleaned
+
+
+class Style:
+    """Terminal styling, off unless asked for (never with NO_COLOR or off a terminal)."""
+
+    def __init__(self, color: bool) -> None:
+        self.color = color
+
+    def _wrap(self, code: str, text: str) -> str:
+        return f"\x1b[{code}m{text}\x1b[0m" if self.color else text
+
+    def heading(self, text: str) -> str:
+        return self._wrap("1", text)
+
+    def title(self, text: str) -> str:
+        return self._wrap("1;31", text)
+
+    def dim(self, text: str) -> str:
+        return self._wrap("2", text)
+
+    def code(self, text: str) -> str:
+        return self._wrap("36", text)
+
+    def good(self, text: str) -> str:
+        return self._wrap("32", text)
+
+
+def _paragraphs(text: object, indent: str = "  ") -> str:
+    out = []
+    for block in safe(text).split("\n\n"):
+        block = " ".join(block.split())
+        if block:
+            out.append(
+                textwrap.fill(block, WRAP_WIDTH, initial_indent=indent, subsequent_indent=indent)
+            )
+    return "\n\n".join(out)
+
+
+def _code_block(text: object, indent: str = "    ") -> str:
+    return "\n".join(indent + line for line in safe(text).rstrip().splitlines())
+
+
+def _numbered(items: Iterable[object], indent: str = "  ") -> str:
+    lines = []
+    for number, item in enumerate(items, start=1):
+        prefix = f"{indent}{number}. "
+        lines.append(
+            textwrap.fill(
+                safe(item, multiline=False),
+                WRAP_WIDTH,
+                initial_indent=prefix,
+                subsequent_indent=" " * len(prefix),
+            )
+        )
+    return "\n".join(lines)
+
+
+def _bullets(items: Iterable[object], indent: str = "  ") -> str:
+    return "\n".join(
+        textwrap.fill(
+            safe(item, multiline=False),
+            WRAP_WIDTH,
+            initial_indent=f"{indent}- ",
+            subsequent_indent=f"{indent}  ",
+        )
+        for item in items
+    )
+
+
+def where_raised(record: dict[str, Any]) -> str:
+    path = safe(record.get("filePath"), multiline=False)
+    line = record.get("lineNumber")
+    return f"{path}:{line}" if path and line is not None else path
+
+
+def record_header(record: dict[str, Any], style: Style) -> list[str]:
+    """The few lines that identify a record: message, class, repo, id, where raised."""
+    facts = [
+        safe(record.get("errorClass"), multiline=False),
+        safe(record.get("repo"), multiline=False),
+        safe(record.get("errorType"), multiline=False),
+        safe(record.get("severity"), multiline=False),
+    ]
+    if record.get("errorCode"):
+        facts.append("code " + safe(record["errorCode"], multiline=False))
+    if record.get("httpStatus"):
+        facts.append(f"HTTP {record['httpStatus']}")
+    lines = [
+        style.title(safe(record.get("errorMessage"), multiline=False)),
+        " · ".join(fact for fact in facts if fact),
+        style.dim(f"id {record.get('id')}  slug {safe(record.get('slug'), multiline=False)}"),
+    ]
+    where = where_raised(record)
+    if where:
+        lines.append(f"Raised at {where}")
+    if record.get("githubUrl"):
+        lines.append("  " + style.dim(safe(record["githubUrl"], multiline=False)))
+    return lines
+
+
+def record_body(record: dict[str, Any], style: Style) -> list[str]:
+    """What the knowledge base says: meaning, scenarios, solutions, fix, tips, tags."""
+    parts: list[str] = []
+
+    def section(title: str, body: str) -> None:
+        if body.strip():
+            parts.extend(["", style.heading(title), body])
+
+    if record.get("id") and not record.get("documentation") and not record.get("solutions"):
+        parts.extend(["", style.dim("  (only the compact index row is known: no documentation yet)")])
+    section("What it means", _paragraphs(record.get("documentation")))
+    section("When it happens", _paragraphs(record.get("triggerScenarios")))
+    section("Common situations", _paragraphs(record.get("commonSituations")))
+    section("Solutions", _numbered(record.get("solutions") or []))
+    if record.get("exampleFix"):
+        section("Example fix", style.code(_code_block(record["exampleFix"])))
+    section("Prevention tips", _bullets(record.get("preventionTips") or []))
+    tags = [safe(tag, multiline=False) for tag in record.get("tags") or []]
+    if tags:
+        parts.extend(["", "Tags: " + ", ".join(tags)])
+    return parts
+
+
+def record_text(record: dict[str, Any], style: Style) -> str:
+    return "\n".join(record_header(record, style) + record_body(record, style)) + "\n"
+
+
+def _md_inline(text: object) -> str:
+    """Inline markdown: one line, with characters that would start markup escaped."""
+    value = safe(text, multiline=False)
+    return re.sub(r"([\\`*_{}\[\]<>#|])", r"\\\1", value)
+
+
+def _md_fence(text: object, language: str = "") -> str:
+    body = safe(text).rstrip("\n")
+    longest = max((len(run) for run in re.findall(r"`+", body)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}{language}\n{body}\n{fence}"
+
+
+def record_markdown(record: dict[str, Any], heading_level: int = 2) -> str:
+    """A record ready to paste into a ticket."""
+    h = "#" * heading_level
+    lines = [f"{h} {_md_inline(record.get('errorClass') or 'Error')}: "
+             f"{_md_inline(record.get('errorMessage'))}", ""]
+    facts = [f"**Repository:** {_md_inline(record.get('repo'))}"]
+    where = where_raised(record)
+    if where:
+        url = safe(record.get("githubUrl"), multiline=False)
+        if url.startswith(("https://", "http://")):
+            facts.append(f"**Raised at:** [{_md_inline(where)}](<{url.replace('>', '%3E')}>)")
+        else:
+            facts.append(f"**Raised at:** {_md_inline(where)}")
+    if record.get("errorCode"):
+        facts.append(f"**Code:** `{safe(record['errorCode'], multiline=False)}`")
+    facts.append(f"**Record:** `{record.get('id')}`")
+    lines.append(" · ".join(facts))
+
+    def section(title: str, body: str) -> None:
+        if body.strip():
+            lines.extend(["", f"{h}# {title}", "", body])
+
+    section("What it means", safe(record.get("documentation")).strip())
+    section("When it happens", safe(record.get("triggerScenarios")).strip())
+    section("Common situations", safe(record.get("commonSituations")).strip())
+    section(
+        "Solutions",
+        "\n".join(
+            f"{n}. {_md_inline(item)}" for n, item in enumerate(record.get("solutions") or [], 1)
+        ),
+    )
+    if record.get("exampleFix"):
+        section("Example fix", _md_fence(record["exampleFix"]))
+    section(
+        "Prevention tips",
+        "\n".join(f"- {_md_inline(item)}" for item in record.get("preventionTips") or []),
+    )
+    return "\n".join(lines) + "\n"
+
+
+def to_json(value: Any) -> str:
+    """JSON for programs: control characters escaped by json itself, so output stays safe."""
+    return json.dumps(value, ensure_ascii=False, indent=2)
+
+
+def human_count(n: int) -> str:
+    return f"{n:,}"
