@@ -1,0 +1,433 @@
+"""`kb import`: every input format, every rejection reason, upserts, exit codes, atomicity."""
+
+from __future__ import annotations
+
+import copy
+import gzip
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kb.knowledge import KnowledgeBase
+from tests.conftest import RECORDS40, SEED, corpus_records, seed_record
+
+
+def write_jsonl(path: Path, records: list[Any], wrap: bool = False) -> Path:
+    with open(path, "w", encoding="utf-8") as out:
+        for record in records:
+            value = {"record": record, "datasetVersion": "2026-11-29T20:00:00.000Z"} if wrap else record
+            out.write(json.dumps(value) + "\n")
+    return path
+
+
+def gzip_file(path: Path) -> Path:
+    target = path.with_name(path.name + ".gz")
+    target.write_bytes(gzip.compress(path.read_bytes()))
+    return target
+
+
+def count(db_path: Path) -> int:
+    with KnowledgeBase(str(db_path)) as kb:
+        return int(kb.stats()["records"])
+
+
+# ----------------------------------------------------------------------------- formats
+
+
+def test_import_single_wrapped_record_from_the_seed_file(invoke: Any, db_path: Path) -> None:
+    result = invoke("import", str(SEED), "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout) == {
+        "inserted": 1, "updated": 0, "unchanged": 0, "rejected": 0, "errors": []
+    }
+    with KnowledgeBase(str(db_path)) as kb:
+        assert kb.get("46a1fcb95e0d367e") == seed_record()
+
+
+def test_import_pretty_printed_plain_record(invoke: Any, db_path: Path, tmp_path: Path) -> None:
+    path = tmp_path / "one.json"
+    path.write_text(json.dumps(seed_record(), indent=2))
+    assert invoke("import", str(path)).exit_code == 0
+    assert count(db_path) == 1
+
+
+def test_import_json_array_of_records(invoke: Any, db_path: Path, tmp_path: Path, records: list[Any]) -> None:
+    path = tmp_path / "repo.json"
+    path.write_text(json.dumps(records, indent=1))
+    result = invoke("import", str(path), "--json")
+    assert json.loads(result.stdout)["inserted"] == len(records)
+    assert count(db_path) == len(records)
+
+
+def test_import_jsonl_wrapped_and_plain(invoke: Any, db_path: Path, tmp_path: Path, records: list[Any]) -> None:
+    write_jsonl(tmp_path / "a.jsonl", records[:20], wrap=True)
+    write_jsonl(tmp_path / "b.jsonl", records[20:], wrap=False)
+    result = invoke("import", str(tmp_path / "a.jsonl"), str(tmp_path / "b.jsonl"))
+    assert result.exit_code == 0
+    assert count(db_path) == len(records)
+
+
+@pytest.mark.parametrize("shape", ["jsonl", "array", "single"])
+def test_import_gzipped_inputs_of_every_shape(
+    invoke: Any, db_path: Path, tmp_path: Path, records: list[Any], shape: str
+) -> None:
+    path = tmp_path / f"in.{shape}"
+    if shape == "jsonl":
+        write_jsonl(path, records)
+        expected = len(records)
+    elif shape == "array":
+        path.write_text(json.dumps(records))
+        expected = len(records)
+    else:
+        path.write_text(json.dumps({"record": records[0], "datasetVersion": "x"}, indent=2))
+        expected = 1
+    gz = gzip_file(path)
+    gz = gz.rename(tmp_path / "renamed.data")  # detected by content, not by name
+    assert invoke("import", str(gz)).exit_code == 0
+    assert count(db_path) == expected
+
+
+def test_import_stdin(invoke: Any, db_path: Path) -> None:
+    result = invoke("import", "-", input=RECORDS40.read_text())
+    assert result.exit_code == 0, result.output
+    assert count(db_path) == 40
+
+
+def test_import_folder_walks_data_files_and_skips_hidden(
+    invoke: Any, db_path: Path, tmp_path: Path, records: list[Any]
+) -> None:
+    folder = tmp_path / "dataset"
+    (folder / "repos" / "owner").mkdir(parents=True)
+    (folder / ".hidden").mkdir()
+    (folder / "repos" / "owner" / "one.json").write_text(json.dumps(records[:10]))
+    write_jsonl(folder / "more.jsonl", records[10:20])
+    gzip_file(write_jsonl(tmp_path / "z.jsonl", records[20:30])).rename(folder / "z.jsonl.gz")
+    write_jsonl(folder / ".hidden" / "ignored.jsonl", records[30:])
+    (folder / "notes.md").write_text("not data")
+    result = invoke("import", str(folder), "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["inserted"] == 30
+
+
+def compact_row(record: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "id": record["id"], "repo": record["repo"], "slug": record["slug"],
+        "code": record["errorCode"], "msg": record["errorMessage"],
+        "pattern": record["messagePattern"], "type": record["errorType"],
+        "cls": record["errorClass"], "tags": record["tags"], "sev": record["severity"],
+    }
+
+
+def test_compact_index_rows_become_stubs_filled_in_by_full_records(
+    invoke: Any, db_path: Path, tmp_path: Path, records: list[Any]
+) -> None:
+    index = {
+        "schemaVersion": 2,
+        "datasetVersion": "2026-11-29T20:00:00.000Z",
+        "errors": [compact_row(r) for r in records[:10]],
+    }
+    path = tmp_path / "index.json.gz"
+    path.write_bytes(gzip.compress(json.dumps(index).encode()))
+    result = invoke("import", str(path), "--json")
+    assert json.loads(result.stdout)["inserted"] == 10
+    with KnowledgeBase(str(db_path)) as kb:
+        stub = kb.get(records[0]["id"])
+        assert stub is not None and stub["msg"] == records[0]["errorMessage"]
+        assert kb.stats()["stubs"] == 10
+    # The full records fill the stubs in; the stubs again never take a full record back.
+    write_jsonl(tmp_path / "full.jsonl", records[:5])
+    assert json.loads(invoke("import", str(tmp_path / "full.jsonl"), "--json").stdout)["updated"] == 5
+    again = json.loads(invoke("import", str(path), "--json").stdout)
+    assert (again["updated"], again["unchanged"]) == (0, 10)
+    with KnowledgeBase(str(db_path)) as kb:
+        assert kb.get(records[0]["id"]) == records[0]
+        assert kb.stats()["stubs"] == 5
+
+
+def make_manifest(folder: Path, records: list[Any], corrupt: bool = False) -> Path:
+    (folder / "repos" / "a").mkdir(parents=True, exist_ok=True)
+    first = folder / "repos" / "a" / "one.json"
+    first.write_text(json.dumps(records[:10]))
+    second = folder / "repos" / "a" / "two.json.gz"
+    raw = json.dumps(records[10:20]).encode()
+    second.write_bytes(gzip.compress(raw))
+    files = [
+        {"path": "repos/a/one.json", "bytes": first.stat().st_size,
+         "sha256": hashlib.sha256(first.read_bytes()).hexdigest()},
+        {"path": "repos/a/two.json.gz", "bytes": second.stat().st_size,
+         "sha256": hashlib.sha256(second.read_bytes()).hexdigest(),
+         "rawBytes": len(raw), "rawSha256": hashlib.sha256(raw).hexdigest()},
+    ]
+    if corrupt:
+        files[1]["sha256"] = "0" * 64
+    manifest = folder / "manifest.json"
+    manifest.write_text(json.dumps({
+        "schemaVersion": 2, "datasetVersion": "2026-11-29T20:00:00.000Z",
+        "counts": {"errors": 20}, "files": files,
+    }, indent=2))
+    return manifest
+
+
+def test_manifest_imports_listed_files_verifying_sha256(
+    invoke: Any, db_path: Path, tmp_path: Path, records: list[Any]
+) -> None:
+    manifest = make_manifest(tmp_path / "mirror", records)
+    result = invoke("import", str(manifest), "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["inserted"] == 20
+    # A folder holding a manifest imports through it (and not the files twice).
+    assert json.loads(invoke("import", str(tmp_path / "mirror"), "--json").stdout)["unchanged"] == 20
+
+
+def test_manifest_sha256_mismatch_is_refused_by_name_and_nothing_is_stored(
+    invoke: Any, db_path: Path, tmp_path: Path, records: list[Any]
+) -> None:
+    manifest = make_manifest(tmp_path / "mirror", records, corrupt=True)
+    result = invoke("import", str(manifest))
+    assert result.exit_code == 2
+    assert "two.json.gz: sha256 mismatch: the manifest says 0000" in result.stderr
+    assert count(db_path) == 0
+
+
+def test_manifest_url_fetches_the_files_it_lists(
+    invoke: Any, db_path: Path, tmp_path: Path, records: list[Any], http_mirror: Any
+) -> None:
+    make_manifest(tmp_path / "mirror", records)
+    base = http_mirror(tmp_path / "mirror")
+    result = invoke("import", f"{base}/manifest.json", "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["inserted"] == 20
+    single = invoke("import", f"{base}/repos/a/two.json.gz", "--json")
+    assert json.loads(single.stdout)["unchanged"] == 10
+
+
+def test_url_that_does_not_exist_exits_2(invoke: Any, tmp_path: Path, http_mirror: Any) -> None:
+    (tmp_path / "mirror").mkdir()
+    base = http_mirror(tmp_path / "mirror")
+    result = invoke("import", f"{base}/nope.json")
+    assert result.exit_code == 2
+    assert result.stderr.startswith(f"Error: {base}/nope.json: HTTP 404")
+
+
+def test_corrupt_manifest_over_http_is_refused(
+    invoke: Any, db_path: Path, tmp_path: Path, records: list[Any], http_mirror: Any
+) -> None:
+    make_manifest(tmp_path / "mirror", records, corrupt=True)
+    base = http_mirror(tmp_path / "mirror")
+    result = invoke("import", f"{base}/manifest.json")
+    assert result.exit_code == 2
+    assert "sha256 mismatch" in result.stderr
+    assert count(db_path) == 0
+
+
+# ----------------------------------------------------------------------------- rejections
+
+
+def mutate(record: dict[str, Any], **changes: Any) -> dict[str, Any]:
+    out = copy.deepcopy(record)
+    for key, value in changes.items():
+        if value is _DELETE:
+            del out[key]
+        else:
+            out[key] = value
+    return out
+
+
+_DELETE = object()
+
+REJECTIONS = [
+    ({"id": "XYZ"}, "id", 'must be 16 lowercase hex digits, got "XYZ"'),
+    ({"id": _DELETE}, "id", "missing"),
+    ({"repo": "no-slash"}, "repo", "must be 'owner/name', got \"no-slash\""),
+    ({"errorMessage": ""}, "errorMessage", "must not be empty"),
+    ({"messagePattern": 7}, "messagePattern", "expected a string, got number"),
+    ({"errorType": "oops"}, "errorType",
+     'must be one of console, error_code, exception, http, panic, validation, got "oops"'),
+    ({"severity": None}, "severity", "must be one of critical, error, info, warning, got null"),
+    ({"httpStatus": 700}, "httpStatus", "must be at most 599, got 700"),
+    ({"httpStatus": True}, "httpStatus", "expected an integer, got boolean"),
+    ({"lineNumber": "12"}, "lineNumber", "expected an integer, got string"),
+    ({"sourceCodeEnd": 1}, "sourceCodeEnd", "must not be before sourceCodeStart"),
+    ({"documentation": "   "}, "documentation", "must not be empty"),
+    ({"solutions": "do this"}, "solutions", "expected an array of strings, got string"),
+    ({"preventionTips": ["ok", 3]}, "preventionTips[1]", "expected a string, got number"),
+    ({"tags": ["Bad Tag"]}, "tags[0]", "must be kebab-case like 'kv-cache', got \"Bad Tag\""),
+    ({"handlingStrategy": "pray"}, "handlingStrategy",
+     'must be one of fallback, retry, try-catch, type-guard, validation, got "pray"'),
+    ({"analyzedAt": "yesterday"}, "analyzedAt", 'not an ISO-8601 timestamp: "yesterday"'),
+    ({"analyzedSha": ""}, "analyzedSha", "must not be empty"),
+    ({"githubUrl": "ftp://x"}, "githubUrl", "must be an http(s) URL"),
+    ({"schemaVersion": 3}, "schemaVersion", "unsupported version 3 (kb reads 2)"),
+]
+
+
+@pytest.mark.parametrize(("changes", "field", "reason"), REJECTIONS)
+def test_each_rejection_reason_is_reported_exactly_and_good_records_are_kept(
+    invoke: Any, db_path: Path, tmp_path: Path, records: list[Any],
+    changes: dict[str, Any], field: str, reason: str,
+) -> None:
+    bad = mutate(records[1], **changes)
+    path = write_jsonl(tmp_path / "in.jsonl", [records[0], bad, records[2]])
+    result = invoke("import", str(path), "--json")
+    assert result.exit_code == 1
+    record_id = bad.get("id") if isinstance(bad.get("id"), str) else None
+    assert result.stderr.splitlines()[0] == f"{path}:2: id {record_id or '-'}: {field}: {reason}"
+    summary = json.loads(result.stdout)
+    assert summary["inserted"] == 2 and summary["rejected"] == 1
+    assert summary["errors"] == [
+        {"file": str(path), "line": 2, "id": record_id, "field": field, "reason": reason}
+    ]
+    assert count(db_path) == 2
+
+
+def test_rejection_in_an_array_names_the_index(invoke: Any, tmp_path: Path, records: list[Any]) -> None:
+    path = tmp_path / "repo.json"
+    path.write_text(json.dumps([records[0], records[1], mutate(records[2], severity="fatal")], indent=2))
+    result = invoke("import", str(path))
+    assert result.exit_code == 1
+    assert result.stderr.splitlines()[0].startswith(f"{path}:2: id {records[2]['id']}: severity:")
+
+
+def test_a_line_that_is_not_json_is_rejected_alone(invoke: Any, db_path: Path, tmp_path: Path) -> None:
+    lines = RECORDS40.read_text().splitlines()
+    path = tmp_path / "in.jsonl"
+    path.write_text("\n".join([lines[0], '{"id": "0123', lines[1], "[1, 2]"]) + "\n")
+    result = invoke("import", str(path))
+    assert result.exit_code == 1
+    errors = result.stderr.splitlines()
+    assert errors[0].startswith(f"{path}:2: id -: record: not valid JSON: Unterminated string")
+    assert errors[1] == f"{path}:4: id -: record: expected a JSON object, got array"
+    assert count(db_path) == 2
+
+
+def test_unknown_fields_are_kept_and_exported_unchanged(
+    invoke: Any, db_path: Path, tmp_path: Path, records: list[Any]
+) -> None:
+    newer = dict(records[0], contentChangedAt="2026-11-01T00:00:00Z", extraInfo={"a": [1, 2]})
+    path = write_jsonl(tmp_path / "in.jsonl", [newer])
+    assert invoke("import", str(path)).exit_code == 0
+    with KnowledgeBase(str(db_path)) as kb:
+        assert kb.get(newer["id"]) == newer
+    exported = invoke("export").stdout
+    assert json.loads(exported) == newer
+
+
+# ----------------------------------------------------------------------------- unreadable input
+
+
+def test_missing_file_exits_2_and_stores_nothing(invoke: Any, db_path: Path, tmp_path: Path) -> None:
+    result = invoke("import", str(RECORDS40), str(tmp_path / "missing.jsonl"))
+    assert result.exit_code == 2
+    assert result.stderr.strip() == f"Error: {tmp_path / 'missing.jsonl'}: no such file or folder"
+    assert count(db_path) == 0
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"hello world\n", "1: not JSON: the file starts with 'hello world'"),
+        (b"\xff\xfe\x00garbage", "not UTF-8 text"),
+        (b'{"id": "x",\n  "repo": ', "not valid JSON: Expecting value"),
+    ],
+)
+def test_input_that_is_not_json_at_all_exits_2(
+    invoke: Any, db_path: Path, tmp_path: Path, content: bytes, message: str
+) -> None:
+    path = tmp_path / "bad.json"
+    path.write_bytes(content)
+    result = invoke("import", str(RECORDS40), str(path))
+    assert result.exit_code == 2
+    assert result.stderr.startswith(f"Error: {path}")
+    assert message in result.stderr
+    assert count(db_path) == 0
+
+
+# ----------------------------------------------------------------------------- upserts
+
+
+def test_reimport_is_idempotent_and_changes_are_updates(
+    invoke: Any, db_path: Path, tmp_path: Path, records: list[Any]
+) -> None:
+    path = write_jsonl(tmp_path / "in.jsonl", records)
+    first = json.loads(invoke("import", str(path), "--json").stdout)
+    second = json.loads(invoke("import", str(path), "--json").stdout)
+    assert first["inserted"] == 40
+    assert (second["inserted"], second["updated"], second["unchanged"]) == (0, 0, 40)
+    changed = [dict(r) for r in records]
+    changed[3]["documentation"] = "Rewritten documentation."
+    changed[7]["tags"] = ["new-tag"]
+    write_jsonl(path, changed)
+    third = json.loads(invoke("import", str(path), "--json").stdout)
+    assert (third["updated"], third["unchanged"]) == (2, 38)
+    with KnowledgeBase(str(db_path)) as kb:
+        assert kb.get(records[3]["id"])["documentation"] == "Rewritten documentation."  # type: ignore[index]
+
+
+def test_export_import_export_gives_the_same_bytes(invoke: Any, tmp_path: Path, records: list[Any]) -> None:
+    first_db, second_db = tmp_path / "one.sqlite3", tmp_path / "two.sqlite3"
+    invoke("import", str(RECORDS40), str(SEED), db=first_db)
+    invoke("export", str(tmp_path / "one.jsonl"), db=first_db)
+    invoke("import", str(tmp_path / "one.jsonl"), db=second_db)
+    invoke("export", str(tmp_path / "two.jsonl"), db=second_db)
+    one = (tmp_path / "one.jsonl").read_bytes()
+    assert one == (tmp_path / "two.jsonl").read_bytes()
+    exported = {json.loads(line)["id"]: json.loads(line) for line in one.splitlines()}
+    for record in [*records, seed_record()]:
+        assert exported[record["id"]] == record
+
+
+def test_export_of_one_repo(invoke: Any, records: list[Any]) -> None:
+    invoke("import", str(RECORDS40))
+    repo = records[0]["repo"]
+    lines = invoke("export", "--repo", repo).stdout.splitlines()
+    assert lines and all(json.loads(line)["repo"] == repo for line in lines)
+    assert len(lines) == sum(1 for r in records if r["repo"] == repo)
+
+
+# ----------------------------------------------------------------------------- atomicity
+
+
+def test_killed_import_leaves_the_database_as_it_was(tmp_path: Path) -> None:
+    db_path = tmp_path / "kb.sqlite3"
+    env = dict(os.environ, KB_DATABASE_URL=str(db_path))
+    subprocess.run([sys.executable, "-m", "kb", "import", str(SEED)], env=env, check=True,
+                   capture_output=True)
+    # A big input, served slowly through a pipe, so the kill lands mid-import.
+    template = corpus_records()
+    feeder = tmp_path / "feed.py"
+    feeder.write_text(
+        "import json, sys, time\n"
+        f"records = json.load(open({str(tmp_path / 'r.json')!r}))\n"
+        "for i in range(200000):\n"
+        "    r = dict(records[i % len(records)]); r['id'] = format(i + 1, '016x')\n"
+        "    sys.stdout.write(json.dumps(r) + '\\n')\n"
+        "    if i % 5000 == 0: sys.stdout.flush()\n"
+    )
+    (tmp_path / "r.json").write_text(json.dumps(template))
+    feed = subprocess.Popen([sys.executable, str(feeder)], stdout=subprocess.PIPE)
+    kb = subprocess.Popen([sys.executable, "-m", "kb", "import", "-", "--batch-size", "100"],
+                          stdin=feed.stdout, env=env, stderr=subprocess.PIPE)
+    assert feed.stdout is not None
+    feed.stdout.close()
+    # Wait until the import has written batches into its transaction (the WAL grows).
+    wal = Path(str(db_path) + "-wal")
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and (not wal.exists() or wal.stat().st_size < 2_000_000):
+        time.sleep(0.05)
+    assert kb.poll() is None, "the import finished before it could be killed"
+    kb.send_signal(signal.SIGKILL)
+    kb.wait()
+    feed.kill()
+    feed.wait()
+    with KnowledgeBase(str(db_path)) as opened:
+        figures = opened.stats()
+        assert figures["records"] == 1
+        assert figures["imports"] == 1
