@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from kb import __version__
-from kb.errors import EXIT_NOTHING_FOUND, EXIT_OK, Ambiguous, KbError
+from kb.errors import EXIT_DATABASE, EXIT_NOTHING_FOUND, EXIT_OK, Ambiguous, KbError
 
 if TYPE_CHECKING:
     from kb.knowledge import KnowledgeBase
@@ -39,6 +39,13 @@ class KbGroup(click.Group):
             if exc.hint:
                 click.echo(exc.hint, err=True)
             ctx.exit(exc.exit_code)
+        except Exception as exc:
+            # A database failure outside the library's own checks (a lock, a dropped server).
+            sa_exc = sys.modules.get("sqlalchemy.exc")
+            if sa_exc is None or not isinstance(exc, sa_exc.DBAPIError):
+                raise
+            click.echo(f"Error: database error: {exc.orig}", err=True)
+            ctx.exit(EXIT_DATABASE)
 
 
 def use_color(stream: Any = None) -> bool:

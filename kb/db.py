@@ -12,7 +12,7 @@ from typing import Any
 
 from sqlalchemy import Engine, create_engine, event, inspect, text
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError, SQLAlchemyError
+from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, SQLAlchemyError
 
 from kb.errors import DatabaseError, SchemaOutOfDate
 from kb.models import Base
@@ -81,7 +81,7 @@ def current_revision(engine: Engine) -> str | None:
             if not inspect(conn).has_table("alembic_version"):
                 return None
             row = conn.execute(text("SELECT version_num FROM alembic_version")).first()
-    except OperationalError as exc:
+    except DBAPIError as exc:
         raise DatabaseError(f"cannot open the database {describe(engine)}: {exc.orig}") from exc
     return None if row is None else str(row[0])
 
@@ -125,7 +125,7 @@ def ensure_ready(engine: Engine) -> None:
                 )
             create_at_head(engine)
             return
-    except OperationalError as exc:
+    except DBAPIError as exc:
         raise DatabaseError(f"cannot use the database {describe(engine)}: {exc.orig}") from exc
     if revision in known_revisions():
         raise SchemaOutOfDate(

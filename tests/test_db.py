@@ -1,0 +1,137 @@
+"""The schema's life: new databases at head, Alembic and the models agree, old ones refused."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+from alembic import command
+from alembic.autogenerate import compare_metadata
+from alembic.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import inspect
+
+from kb import db
+from kb.config import resolve_database_url, to_url
+from kb.models import Base
+from tests.conftest import SEED
+
+
+def schema_of(engine: Any) -> dict[str, Any]:
+    inspector = inspect(engine)
+    out = {}
+    for table in sorted(inspector.get_table_names()):
+        out[table] = {
+            "columns": [(c["name"], str(c["type"]), c["nullable"]) for c in inspector.get_columns(table)],
+            "pk": inspector.get_pk_constraint(table),
+            "fks": sorted(str(fk) for fk in inspector.get_foreign_keys(table)),
+            "indexes": sorted(str(ix) for ix in inspector.get_indexes(table)),
+        }
+    return out
+
+
+def test_head_revision_constant_is_the_scripts_head() -> None:
+    scripts = ScriptDirectory(str(db.migrations_dir()))
+    assert scripts.get_current_head() == db.HEAD_REVISION
+
+
+def test_alembic_upgrade_head_and_create_all_make_the_same_schema(tmp_path: Path) -> None:
+    created = db.make_engine(to_url(tmp_path / "created.sqlite3"))
+    db.create_at_head(created)
+    migrated = db.make_engine(to_url(tmp_path / "migrated.sqlite3"))
+    with migrated.begin() as conn:
+        config = db._alembic_config(migrated)
+        config.attributes["connection"] = conn
+        command.upgrade(config, "head")
+    assert schema_of(created) == schema_of(migrated)
+    with migrated.connect() as conn:
+        assert compare_metadata(MigrationContext.configure(conn), Base.metadata) == []
+    assert db.current_revision(created) == db.current_revision(migrated) == db.HEAD_REVISION
+
+
+def test_new_database_is_created_at_head_in_the_user_data_dir(invoke: Any, runner: Any) -> None:
+    from kb.cli import cli
+
+    result = runner.invoke(cli, ["import", str(SEED)])
+    assert result.exit_code == 0, result.output
+    default = Path(resolve_database_url().removeprefix("sqlite:///"))
+    assert default.name == "kb.sqlite3" and default.parent.name == "kb" and default.exists()
+    assert runner.invoke(cli, ["db", "current"]).stdout.strip() == f"{db.HEAD_REVISION} (head)"
+
+
+def test_database_url_resolution_order(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("KB_DATABASE_URL", str(tmp_path / "env.sqlite3"))
+    assert resolve_database_url(str(tmp_path / "opt.sqlite3")).endswith("opt.sqlite3")
+    assert resolve_database_url(None).endswith("env.sqlite3")
+    monkeypatch.setenv("KB_DATABASE_URL", "postgresql+psycopg://u@h/kb")
+    assert resolve_database_url(None) == "postgresql+psycopg://u@h/kb"
+
+
+def test_database_at_an_older_revision_is_refused_until_upgraded(invoke: Any, db_path: Path) -> None:
+    scripts = ScriptDirectory(str(db.migrations_dir()))
+    head = scripts.get_revision(db.HEAD_REVISION)
+    assert head is not None
+    older = head.down_revision
+    engine = db.make_engine(to_url(db_path))
+    with engine.begin() as conn:
+        config = db._alembic_config(engine)
+        config.attributes["connection"] = conn
+        command.upgrade(config, str(older) if older else "base")
+        if not older:
+            # With a single revision, "older" is a database stamped at a revision that was
+            # later removed from history: kb must still refuse it.
+            conn.exec_driver_sql("INSERT INTO alembic_version VALUES ('ffffffffffff')")
+    result = invoke("stats")
+    assert result.exit_code == 3
+    if older:
+        assert f"is at schema revision {older}, this kb needs {db.HEAD_REVISION}" in result.stderr
+        assert "Run `kb db upgrade`" in result.stderr
+        assert invoke("db", "upgrade").exit_code == 0
+        assert invoke("stats").exit_code == 0
+    else:
+        assert "which this kb does not know" in result.stderr
+
+
+def test_a_database_that_is_not_kb_is_refused_with_exit_3(invoke: Any, db_path: Path) -> None:
+    with sqlite3.connect(db_path) as conn:
+        conn.execute("CREATE TABLE customers (id INTEGER)")
+    result = invoke("stats")
+    assert result.exit_code == 3
+    assert "holds tables but is not a kb database" in result.stderr
+
+
+def test_a_file_that_is_not_a_database_exits_3(invoke: Any, db_path: Path) -> None:
+    db_path.write_bytes(b"this is not sqlite" * 100)
+    result = invoke("stats")
+    assert result.exit_code == 3
+    assert result.stderr.startswith("Error: cannot")
+
+
+def test_locked_database_times_out_with_exit_3(invoke: Any, db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert invoke("import", str(SEED)).exit_code == 0
+    monkeypatch.setattr(db, "BUSY_TIMEOUT_MS", 200)
+    holder = sqlite3.connect(db_path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        result = invoke("import", str(SEED))
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert result.exit_code == 3
+    assert "database is locked" in result.stderr
+
+
+def test_db_upgrade_on_a_new_database_creates_it(invoke: Any, db_path: Path) -> None:
+    result = invoke("db", "upgrade")
+    assert result.exit_code == 0
+    assert f"to {db.HEAD_REVISION}" in result.stderr
+    assert invoke("db", "current").stdout.strip() == f"{db.HEAD_REVISION} (head)"
+    assert "Already at the newest" in invoke("db", "upgrade").stderr
+
+
+def test_sqlite_runs_in_wal_mode(invoke: Any, db_path: Path) -> None:
+    invoke("import", str(SEED))
+    with sqlite3.connect(db_path) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"

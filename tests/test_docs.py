@@ -1,0 +1,39 @@
+"""Docs that cannot drift: every command has help with an example and is in the README."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import click
+import pytest
+
+from kb.cli import cli
+
+README = (Path(__file__).parent.parent / "README.md").read_text()
+
+
+def all_commands() -> list[tuple[str, click.Command]]:
+    out: list[tuple[str, click.Command]] = []
+    assert isinstance(cli, click.Group)
+    for name, command in cli.commands.items():
+        if isinstance(command, click.Group):
+            out.extend((f"{name} {sub}", c) for sub, c in command.commands.items())
+        else:
+            out.append((name, command))
+    return out
+
+
+@pytest.mark.parametrize(("name", "command"), all_commands())
+def test_every_command_has_help_with_an_example(name: str, command: click.Command) -> None:
+    assert command.help and "Example:" in command.help, name
+
+
+@pytest.mark.parametrize(("name", "command"), all_commands())
+def test_every_command_is_documented_in_the_readme(name: str, command: click.Command) -> None:
+    assert re.search(rf"`kb {name}\b", README), f"kb {name} is missing from README.md"
+
+
+def test_readme_opens_with_the_two_commands() -> None:
+    head = README[:1500]
+    assert "kb match" in head and ".ci/run" in head or "pytest" in head
