@@ -1,8 +1,8 @@
 """kb: the error knowledge base. Paste a log, get every known error in it with its fix.
 
-    from kb import KnowledgeBase
-    kb = KnowledgeBase("kb.sqlite3")
-    kb.import_sources(["data/records.jsonl"])
+from kb import KnowledgeBase
+kb = KnowledgeBase("kb.sqlite3")
+kb.import_sources(["data/records.jsonl"])
 """
 
 from __future__ import annotations

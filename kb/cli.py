@@ -94,8 +94,13 @@ def cli(ctx: click.Context, db: str | None) -> None:
 
 @cli.command("import")
 @click.argument("sources", nargs=-1, required=True, metavar="PATH...")
-@click.option("--batch-size", type=click.IntRange(1, 100_000), default=1000, show_default=True,
-              help="Records written per round trip.")
+@click.option(
+    "--batch-size",
+    type=click.IntRange(1, 100_000),
+    default=1000,
+    show_default=True,
+    help="Records written per round trip.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON on stdout.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar and no summary.")
 @click.pass_context
@@ -123,8 +128,13 @@ def import_command(
     bar = None
     if not quiet and sys.stderr.isatty():
         total = total_bytes(expand_inputs(sources))
-        bar = click.progressbar(length=total or 0, label="Importing", file=sys.stderr,
-                                show_pos=False, show_percent=total is not None)
+        bar = click.progressbar(
+            length=total or 0,
+            label="Importing",
+            file=sys.stderr,
+            show_pos=False,
+            show_percent=total is not None,
+        )
         bar.__enter__()
         progress = bar.update
     try:
@@ -205,10 +215,7 @@ def stats(ctx: click.Context, as_json: bool) -> None:
         *(f"  {render.safe(k):<14} {v:>9,}" for k, v in figures["by_severity"].items()),
         "",
         style.heading("By repository") + (" (top 20)" if len(figures["by_repo"]) > 20 else ""),
-        *(
-            f"  {render.safe(k):<40} {v:>9,}"
-            for k, v in list(figures["by_repo"].items())[:20]
-        ),
+        *(f"  {render.safe(k):<40} {v:>9,}" for k, v in list(figures["by_repo"].items())[:20]),
         "",
         style.heading("Imports") + f"  {figures['imports']:,} in all",
     ]

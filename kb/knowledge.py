@@ -16,10 +16,8 @@ from kb import db
 from kb.config import resolve_database_url
 from kb.errors import Ambiguous, DatabaseError, NotFound
 from kb.ingest import DEFAULT_BATCH_SIZE, ImportReport, ProgressFn, get_meta, import_sources
-from kb.models import ImportRun, RecordRow
+from kb.models import IMPORT_RUNS, RECORDS
 from kb.records import COLUMNS, Record
-
-RECORDS = RecordRow.__table__
 
 
 def record_from_row(row: Any) -> Record:
@@ -138,7 +136,7 @@ class KnowledgeBase:
                 )
                 return {str(key): int(count) for key, count in rows}
 
-            runs = ImportRun.__table__
+            runs = IMPORT_RUNS
             imports = [
                 {
                     "id": row.id,

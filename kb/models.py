@@ -7,7 +7,7 @@ Alembic owns every schema change (migrations/); `create_all` of this metadata an
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, Final, cast
 
 from sqlalchemy import (
     JSON,
@@ -18,6 +18,7 @@ from sqlalchemy import (
     Integer,
     MetaData,
     String,
+    Table,
     Text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -119,3 +120,14 @@ class Meta(Base):
 
     key: Mapped[str] = mapped_column(String(100), primary_key=True)
     value: Mapped[str] = mapped_column(Text)
+
+
+def _table(model: type[Base]) -> Table:
+    return cast(Table, model.__table__)
+
+
+# The tables as Core objects, for bulk statements that bypass the ORM.
+RECORDS: Final = _table(RecordRow)
+RECORD_TAGS: Final = _table(RecordTag)
+IMPORT_RUNS: Final = _table(ImportRun)
+META: Final = _table(Meta)

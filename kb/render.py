@@ -20,7 +20,9 @@ ANSI_RE: Final = re.compile(
     r"|\x1b[@-Z\\-_]"  # two-byte escapes
     r"|\x9b[0-?]*[ -/]*[@-~]"  # 8-bit CSI
 )
-CONTROL_RE: Final = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069]")
+CONTROL_RE: Final = re.compile(
+    r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069]"
+)
 WRAP_WIDTH: Final = 88  # readable in an 80–100 column terminal with the indent
 
 
@@ -141,7 +143,9 @@ def record_body(record: dict[str, Any], style: Style) -> list[str]:
             parts.extend(["", style.heading(title), body])
 
     if record.get("id") and not record.get("documentation") and not record.get("solutions"):
-        parts.extend(["", style.dim("  (only the compact index row is known: no documentation yet)")])
+        parts.extend(
+            ["", style.dim("  (only the compact index row is known: no documentation yet)")]
+        )
     section("What it means", _paragraphs(record.get("documentation")))
     section("When it happens", _paragraphs(record.get("triggerScenarios")))
     section("Common situations", _paragraphs(record.get("commonSituations")))
@@ -175,8 +179,11 @@ def _md_fence(text: object, language: str = "") -> str:
 def record_markdown(record: dict[str, Any], heading_level: int = 2) -> str:
     """A record ready to paste into a ticket."""
     h = "#" * heading_level
-    lines = [f"{h} {_md_inline(record.get('errorClass') or 'Error')}: "
-             f"{_md_inline(record.get('errorMessage'))}", ""]
+    lines = [
+        f"{h} {_md_inline(record.get('errorClass') or 'Error')}: "
+        f"{_md_inline(record.get('errorMessage'))}",
+        "",
+    ]
     facts = [f"**Repository:** {_md_inline(record.get('repo'))}"]
     where = where_raised(record)
     if where:

@@ -16,7 +16,9 @@ RECORDS40 = FIXTURES / "records40.jsonl"
 
 
 @pytest.fixture(autouse=True)
-def _isolated_user_dirs(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+def _isolated_user_dirs(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
     home = tmp_path_factory.mktemp("home")
     monkeypatch.setenv("XDG_DATA_HOME", str(home / "data"))
     monkeypatch.setenv("XDG_CACHE_HOME", str(home / "cache"))
@@ -42,7 +44,9 @@ def invoke(runner: CliRunner, db_path: Path) -> Any:
     def run(*args: str, input: str | bytes | None = None, db: Path | str | None = None) -> Any:
         from kb.cli import cli
 
-        return runner.invoke(cli, ["--db", str(db or db_path), *args], input=input, catch_exceptions=False)
+        return runner.invoke(
+            cli, ["--db", str(db or db_path), *args], input=input, catch_exceptions=False
+        )
 
     return run
 

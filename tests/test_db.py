@@ -24,7 +24,9 @@ def schema_of(engine: Any) -> dict[str, Any]:
     out = {}
     for table in sorted(inspector.get_table_names()):
         out[table] = {
-            "columns": [(c["name"], str(c["type"]), c["nullable"]) for c in inspector.get_columns(table)],
+            "columns": [
+                (c["name"], str(c["type"]), c["nullable"]) for c in inspector.get_columns(table)
+            ],
             "pk": inspector.get_pk_constraint(table),
             "fks": sorted(str(fk) for fk in inspector.get_foreign_keys(table)),
             "indexes": sorted(str(ix) for ix in inspector.get_indexes(table)),
@@ -69,7 +71,9 @@ def test_database_url_resolution_order(monkeypatch: pytest.MonkeyPatch, tmp_path
     assert resolve_database_url(None) == "postgresql+psycopg://u@h/kb"
 
 
-def test_database_at_an_older_revision_is_refused_until_upgraded(invoke: Any, db_path: Path) -> None:
+def test_database_at_an_older_revision_is_refused_until_upgraded(
+    invoke: Any, db_path: Path
+) -> None:
     scripts = ScriptDirectory(str(db.migrations_dir()))
     head = scripts.get_revision(db.HEAD_REVISION)
     assert head is not None
@@ -109,7 +113,9 @@ def test_a_file_that_is_not_a_database_exits_3(invoke: Any, db_path: Path) -> No
     assert result.stderr.startswith("Error: cannot")
 
 
-def test_locked_database_times_out_with_exit_3(invoke: Any, db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_locked_database_times_out_with_exit_3(
+    invoke: Any, db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     assert invoke("import", str(SEED)).exit_code == 0
     monkeypatch.setattr(db, "BUSY_TIMEOUT_MS", 200)
     holder = sqlite3.connect(db_path, isolation_level=None)

@@ -36,4 +36,11 @@ def test_every_command_is_documented_in_the_readme(name: str, command: click.Com
 
 def test_readme_opens_with_the_two_commands() -> None:
     head = README[:1500]
-    assert "kb match" in head and ".ci/run" in head or "pytest" in head
+    assert ("kb match" in head and ".ci/run" in head) or "pytest" in head
+
+
+def test_ci_runs_the_readme_test_command() -> None:
+    ci = (Path(__file__).parent.parent / ".ci" / "run").read_text()
+    readme_commands = [line for line in README.splitlines() if line.startswith("python3 -m venv")]
+    assert len(readme_commands) >= 2
+    assert readme_commands[1] in ci.splitlines()

@@ -23,7 +23,9 @@ from tests.conftest import RECORDS40, SEED, corpus_records, seed_record
 def write_jsonl(path: Path, records: list[Any], wrap: bool = False) -> Path:
     with open(path, "w", encoding="utf-8") as out:
         for record in records:
-            value = {"record": record, "datasetVersion": "2026-11-29T20:00:00.000Z"} if wrap else record
+            value = (
+                {"record": record, "datasetVersion": "2026-11-29T20:00:00.000Z"} if wrap else record
+            )
             out.write(json.dumps(value) + "\n")
     return path
 
@@ -46,7 +48,11 @@ def test_import_single_wrapped_record_from_the_seed_file(invoke: Any, db_path: P
     result = invoke("import", str(SEED), "--json")
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout) == {
-        "inserted": 1, "updated": 0, "unchanged": 0, "rejected": 0, "errors": []
+        "inserted": 1,
+        "updated": 0,
+        "unchanged": 0,
+        "rejected": 0,
+        "errors": [],
     }
     with KnowledgeBase(str(db_path)) as kb:
         assert kb.get("46a1fcb95e0d367e") == seed_record()
@@ -59,7 +65,9 @@ def test_import_pretty_printed_plain_record(invoke: Any, db_path: Path, tmp_path
     assert count(db_path) == 1
 
 
-def test_import_json_array_of_records(invoke: Any, db_path: Path, tmp_path: Path, records: list[Any]) -> None:
+def test_import_json_array_of_records(
+    invoke: Any, db_path: Path, tmp_path: Path, records: list[Any]
+) -> None:
     path = tmp_path / "repo.json"
     path.write_text(json.dumps(records, indent=1))
     result = invoke("import", str(path), "--json")
@@ -67,7 +75,9 @@ def test_import_json_array_of_records(invoke: Any, db_path: Path, tmp_path: Path
     assert count(db_path) == len(records)
 
 
-def test_import_jsonl_wrapped_and_plain(invoke: Any, db_path: Path, tmp_path: Path, records: list[Any]) -> None:
+def test_import_jsonl_wrapped_and_plain(
+    invoke: Any, db_path: Path, tmp_path: Path, records: list[Any]
+) -> None:
     write_jsonl(tmp_path / "a.jsonl", records[:20], wrap=True)
     write_jsonl(tmp_path / "b.jsonl", records[20:], wrap=False)
     result = invoke("import", str(tmp_path / "a.jsonl"), str(tmp_path / "b.jsonl"))
@@ -119,10 +129,16 @@ def test_import_folder_walks_data_files_and_skips_hidden(
 
 def compact_row(record: dict[str, Any]) -> dict[str, Any]:
     return {
-        "id": record["id"], "repo": record["repo"], "slug": record["slug"],
-        "code": record["errorCode"], "msg": record["errorMessage"],
-        "pattern": record["messagePattern"], "type": record["errorType"],
-        "cls": record["errorClass"], "tags": record["tags"], "sev": record["severity"],
+        "id": record["id"],
+        "repo": record["repo"],
+        "slug": record["slug"],
+        "code": record["errorCode"],
+        "msg": record["errorMessage"],
+        "pattern": record["messagePattern"],
+        "type": record["errorType"],
+        "cls": record["errorClass"],
+        "tags": record["tags"],
+        "sev": record["severity"],
     }
 
 
@@ -144,7 +160,9 @@ def test_compact_index_rows_become_stubs_filled_in_by_full_records(
         assert kb.stats()["stubs"] == 10
     # The full records fill the stubs in; the stubs again never take a full record back.
     write_jsonl(tmp_path / "full.jsonl", records[:5])
-    assert json.loads(invoke("import", str(tmp_path / "full.jsonl"), "--json").stdout)["updated"] == 5
+    assert (
+        json.loads(invoke("import", str(tmp_path / "full.jsonl"), "--json").stdout)["updated"] == 5
+    )
     again = json.loads(invoke("import", str(path), "--json").stdout)
     assert (again["updated"], again["unchanged"]) == (0, 10)
     with KnowledgeBase(str(db_path)) as kb:
@@ -160,19 +178,33 @@ def make_manifest(folder: Path, records: list[Any], corrupt: bool = False) -> Pa
     raw = json.dumps(records[10:20]).encode()
     second.write_bytes(gzip.compress(raw))
     files = [
-        {"path": "repos/a/one.json", "bytes": first.stat().st_size,
-         "sha256": hashlib.sha256(first.read_bytes()).hexdigest()},
-        {"path": "repos/a/two.json.gz", "bytes": second.stat().st_size,
-         "sha256": hashlib.sha256(second.read_bytes()).hexdigest(),
-         "rawBytes": len(raw), "rawSha256": hashlib.sha256(raw).hexdigest()},
+        {
+            "path": "repos/a/one.json",
+            "bytes": first.stat().st_size,
+            "sha256": hashlib.sha256(first.read_bytes()).hexdigest(),
+        },
+        {
+            "path": "repos/a/two.json.gz",
+            "bytes": second.stat().st_size,
+            "sha256": hashlib.sha256(second.read_bytes()).hexdigest(),
+            "rawBytes": len(raw),
+            "rawSha256": hashlib.sha256(raw).hexdigest(),
+        },
     ]
     if corrupt:
         files[1]["sha256"] = "0" * 64
     manifest = folder / "manifest.json"
-    manifest.write_text(json.dumps({
-        "schemaVersion": 2, "datasetVersion": "2026-11-29T20:00:00.000Z",
-        "counts": {"errors": 20}, "files": files,
-    }, indent=2))
+    manifest.write_text(
+        json.dumps(
+            {
+                "schemaVersion": 2,
+                "datasetVersion": "2026-11-29T20:00:00.000Z",
+                "counts": {"errors": 20},
+                "files": files,
+            },
+            indent=2,
+        )
+    )
     return manifest
 
 
@@ -184,7 +216,9 @@ def test_manifest_imports_listed_files_verifying_sha256(
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["inserted"] == 20
     # A folder holding a manifest imports through it (and not the files twice).
-    assert json.loads(invoke("import", str(tmp_path / "mirror"), "--json").stdout)["unchanged"] == 20
+    assert (
+        json.loads(invoke("import", str(tmp_path / "mirror"), "--json").stdout)["unchanged"] == 20
+    )
 
 
 def test_manifest_sha256_mismatch_is_refused_by_name_and_nothing_is_stored(
@@ -249,8 +283,11 @@ REJECTIONS = [
     ({"repo": "no-slash"}, "repo", "must be 'owner/name', got \"no-slash\""),
     ({"errorMessage": ""}, "errorMessage", "must not be empty"),
     ({"messagePattern": 7}, "messagePattern", "expected a string, got number"),
-    ({"errorType": "oops"}, "errorType",
-     'must be one of console, error_code, exception, http, panic, validation, got "oops"'),
+    (
+        {"errorType": "oops"},
+        "errorType",
+        'must be one of console, error_code, exception, http, panic, validation, got "oops"',
+    ),
     ({"severity": None}, "severity", "must be one of critical, error, info, warning, got null"),
     ({"httpStatus": 700}, "httpStatus", "must be at most 599, got 700"),
     ({"httpStatus": True}, "httpStatus", "expected an integer, got boolean"),
@@ -260,8 +297,11 @@ REJECTIONS = [
     ({"solutions": "do this"}, "solutions", "expected an array of strings, got string"),
     ({"preventionTips": ["ok", 3]}, "preventionTips[1]", "expected a string, got number"),
     ({"tags": ["Bad Tag"]}, "tags[0]", "must be kebab-case like 'kv-cache', got \"Bad Tag\""),
-    ({"handlingStrategy": "pray"}, "handlingStrategy",
-     'must be one of fallback, retry, try-catch, type-guard, validation, got "pray"'),
+    (
+        {"handlingStrategy": "pray"},
+        "handlingStrategy",
+        'must be one of fallback, retry, try-catch, type-guard, validation, got "pray"',
+    ),
     ({"analyzedAt": "yesterday"}, "analyzedAt", 'not an ISO-8601 timestamp: "yesterday"'),
     ({"analyzedSha": ""}, "analyzedSha", "must not be empty"),
     ({"githubUrl": "ftp://x"}, "githubUrl", "must be an http(s) URL"),
@@ -271,8 +311,13 @@ REJECTIONS = [
 
 @pytest.mark.parametrize(("changes", "field", "reason"), REJECTIONS)
 def test_each_rejection_reason_is_reported_exactly_and_good_records_are_kept(
-    invoke: Any, db_path: Path, tmp_path: Path, records: list[Any],
-    changes: dict[str, Any], field: str, reason: str,
+    invoke: Any,
+    db_path: Path,
+    tmp_path: Path,
+    records: list[Any],
+    changes: dict[str, Any],
+    field: str,
+    reason: str,
 ) -> None:
     bad = mutate(records[1], **changes)
     path = write_jsonl(tmp_path / "in.jsonl", [records[0], bad, records[2]])
@@ -288,15 +333,21 @@ def test_each_rejection_reason_is_reported_exactly_and_good_records_are_kept(
     assert count(db_path) == 2
 
 
-def test_rejection_in_an_array_names_the_index(invoke: Any, tmp_path: Path, records: list[Any]) -> None:
+def test_rejection_in_an_array_names_the_index(
+    invoke: Any, tmp_path: Path, records: list[Any]
+) -> None:
     path = tmp_path / "repo.json"
-    path.write_text(json.dumps([records[0], records[1], mutate(records[2], severity="fatal")], indent=2))
+    path.write_text(
+        json.dumps([records[0], records[1], mutate(records[2], severity="fatal")], indent=2)
+    )
     result = invoke("import", str(path))
     assert result.exit_code == 1
     assert result.stderr.splitlines()[0].startswith(f"{path}:2: id {records[2]['id']}: severity:")
 
 
-def test_a_line_that_is_not_json_is_rejected_alone(invoke: Any, db_path: Path, tmp_path: Path) -> None:
+def test_a_line_that_is_not_json_is_rejected_alone(
+    invoke: Any, db_path: Path, tmp_path: Path
+) -> None:
     lines = RECORDS40.read_text().splitlines()
     path = tmp_path / "in.jsonl"
     path.write_text("\n".join([lines[0], '{"id": "0123', lines[1], "[1, 2]"]) + "\n")
@@ -323,7 +374,9 @@ def test_unknown_fields_are_kept_and_exported_unchanged(
 # ----------------------------------------------------------------------------- unreadable input
 
 
-def test_missing_file_exits_2_and_stores_nothing(invoke: Any, db_path: Path, tmp_path: Path) -> None:
+def test_missing_file_exits_2_and_stores_nothing(
+    invoke: Any, db_path: Path, tmp_path: Path
+) -> None:
     result = invoke("import", str(RECORDS40), str(tmp_path / "missing.jsonl"))
     assert result.exit_code == 2
     assert result.stderr.strip() == f"Error: {tmp_path / 'missing.jsonl'}: no such file or folder"
@@ -371,7 +424,9 @@ def test_reimport_is_idempotent_and_changes_are_updates(
         assert kb.get(records[3]["id"])["documentation"] == "Rewritten documentation."  # type: ignore[index]
 
 
-def test_export_import_export_gives_the_same_bytes(invoke: Any, tmp_path: Path, records: list[Any]) -> None:
+def test_export_import_export_gives_the_same_bytes(
+    invoke: Any, tmp_path: Path, records: list[Any]
+) -> None:
     first_db, second_db = tmp_path / "one.sqlite3", tmp_path / "two.sqlite3"
     invoke("import", str(RECORDS40), str(SEED), db=first_db)
     invoke("export", str(tmp_path / "one.jsonl"), db=first_db)
@@ -398,8 +453,9 @@ def test_export_of_one_repo(invoke: Any, records: list[Any]) -> None:
 def test_killed_import_leaves_the_database_as_it_was(tmp_path: Path) -> None:
     db_path = tmp_path / "kb.sqlite3"
     env = dict(os.environ, KB_DATABASE_URL=str(db_path))
-    subprocess.run([sys.executable, "-m", "kb", "import", str(SEED)], env=env, check=True,
-                   capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "kb", "import", str(SEED)], env=env, check=True, capture_output=True
+    )
     # A big input, served slowly through a pipe, so the kill lands mid-import.
     template = corpus_records()
     feeder = tmp_path / "feed.py"
@@ -413,8 +469,12 @@ def test_killed_import_leaves_the_database_as_it_was(tmp_path: Path) -> None:
     )
     (tmp_path / "r.json").write_text(json.dumps(template))
     feed = subprocess.Popen([sys.executable, str(feeder)], stdout=subprocess.PIPE)
-    kb = subprocess.Popen([sys.executable, "-m", "kb", "import", "-", "--batch-size", "100"],
-                          stdin=feed.stdout, env=env, stderr=subprocess.PIPE)
+    kb = subprocess.Popen(
+        [sys.executable, "-m", "kb", "import", "-", "--batch-size", "100"],
+        stdin=feed.stdout,
+        env=env,
+        stderr=subprocess.PIPE,
+    )
     assert feed.stdout is not None
     feed.stdout.close()
     # Wait until the import has written batches into its transaction (the WAL grows).
