@@ -1,0 +1,306 @@
+"""Reading a pasted log as people produce them: undecodable bytes, ANSI colours, CRLF and
+progress-bar CRs, terminal wrapping, line prefixes (timestamps, levels, docker compose, pytest),
+repr-quoted KeyError messages and stack frames in the common languages.
+
+Work is done per block of lines with C-level string operations; per-line Python work is kept for
+the few lines the matcher asks about, so a 20 MB log costs little more than reading it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import IO
+
+__all__ = [
+    "ANSI_RE",
+    "BLOCK_BYTES",
+    "Frame",
+    "LineBlock",
+    "blocks",
+    "exception_of",
+    "parse_frame",
+    "split_lines",
+    "strip_ansi",
+    "strip_prefix",
+    "unrepr_message",
+]
+
+# A block is decoded and scanned at once; big enough to amortise per-call costs, small enough
+# that memory does not grow with the log.
+BLOCK_BYTES = 4 << 20
+# Widths terminals and CI consoles commonly wrap at.
+TERMINAL_WIDTHS = frozenset({80, 100, 120, 132, 160, 200})
+# A wrapped block has at least this many lines of exactly the wrap width when the width is
+# not a common one.
+WRAP_MIN_LINES = 3
+
+ANSI_RE = re.compile(
+    r"\x1b\[[0-?]*[ -/]*[@-~]"  # CSI: colours, cursor moves
+    r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)"  # OSC: titles, hyperlinks
+    r"|\x1b[PX^_][^\x1b]*\x1b\\"  # DCS/SOS/PM/APC strings
+    r"|\x1b[@-Z\\-_]"  # two-byte sequences
+    r"|\x9b[0-?]*[ -/]*[@-~]"  # 8-bit CSI
+)
+
+# One prefix at a time, repeated: "svc-1  | 2026-03-14T08:00:00Z ERROR [worker] ...".
+PREFIX_RE = re.compile(
+    r"(?:"
+    r"[\w.\-]{1,64} +\| "  # docker compose: "api-1  | "
+    r"|\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z| ?[+-]\d\d:?\d\d| ?UTC)?\]?,? ?"
+    r"|\[?\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)?\]? ?"  # vLLM: "INFO 03-14 08:00:01 "
+    r"|\[?\d\d:\d\d:\d\d(?:[.,]\d+)?\]? "
+    r"|[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d [\w.\-]+ [\w.\-/]+(?:\[\d+\])?: "  # syslog
+    r"|\[?(?:TRACE|DEBUG|INFO|NOTICE|WARN|WARNING|ERROR|ERR|CRITICAL|FATAL|SEVERE|PANIC)\]?:? +"
+    r"|\[[\w.\-/:]{1,60}\] "  # "[http] ", "[loggers.py:123] ", "[worker-3] "
+    r"|E {1,3}(?=\S)"  # pytest's failure lines
+    r"|> ?(?=\S)"  # a quoted paste
+    r"|#\d+ \d+\.\d+ "  # docker build: "#12 3.456 "
+    r")"
+)
+# Names that look like an exception class: "ValueError", "sqlalchemy.exc.NoSuchModuleError".
+EXCEPTION_RE = re.compile(
+    r"(?:^|(?<=[\s:(\[]))((?:[A-Za-z_]\w*\.)*"
+    r"[A-Z]\w*(?:Error|Exception|Warning|Exit|Interrupt|Fault|Failure|Failed|Invalid|Missing"
+    r"|NotFound|Denied|Timeout|Iteration|Configured|Panic))(?::(?: |$)|$)"
+)
+TRACEBACK_RE = re.compile(r"Traceback \(most recent call last\):|^-{20,}$")
+
+_FRAME_RES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("python", re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d+)(?:, in (?P<func>.+))?')),
+    (
+        "jupyter",
+        re.compile(r"^\s*File (?P<path>[^\s\"].*?):(?P<line>\d+)(?:, in (?P<func>.+))?\s*$"),
+    ),
+    ("java", re.compile(r"^\s*at (?P<func>[\w$.<>/]+)\((?P<path>[\w$.\-]+):(?P<line>\d+)\)")),
+    (
+        "csharp",
+        re.compile(r"^\s*at (?P<func>.+?) in (?P<path>.+?):line (?P<line>\d+)\s*$"),
+    ),
+    (
+        "js",
+        re.compile(
+            r"^\s*at (?:(?P<func>.+?) \()?(?P<path>(?:file://)?[^()\s]+?):(?P<line>\d+)(?::\d+)?\)?\s*$"
+        ),
+    ),
+    ("go", re.compile(r"^\s+(?P<path>[^\s:]+\.go):(?P<line>\d+)(?: \+0x[0-9a-f]+)?\s*$")),
+    (
+        "rust",
+        re.compile(
+            r"(?:^\s*(?:at )?|panicked at '?.*?'?,? ?)(?P<path>[^\s:']+\.rs):(?P<line>\d+)(?::\d+)?"
+        ),
+    ),
+    ("ruby", re.compile(r"^\s*(?:from )?(?P<path>[^\s:]+\.rb):(?P<line>\d+):in")),
+    ("php", re.compile(r"^#\d+ (?P<path>[^()\s]+\.php)\((?P<line>\d+)\)")),
+    ("pytest", re.compile(r"^(?P<path>[^\s:]+\.py):(?P<line>\d+): (?P<func>\w+)\s*$")),
+)
+# Styles that print the innermost frame first (under the message) rather than last.
+INNERMOST_FIRST = frozenset({"java", "csharp", "js", "go", "ruby", "php"})
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    """One stack frame: path as printed, line, function, and the format it came in."""
+
+    path: str
+    line: int
+    func: str | None
+    style: str
+
+    def path_suffixes(self) -> Iterator[str]:
+        """The path and each of its tails at a `/` boundary: what a record's filePath may be."""
+        path = self.path.replace("\\", "/")
+        if path.startswith("file://"):
+            path = path[7:]
+        if self.style == "java" and self.func and "/" not in path:
+            # Java prints only the file name; the package comes from the class name.
+            parts = self.func.split(".")
+            if len(parts) > 2:
+                path = "/".join(parts[:-2]) + "/" + path
+        yield path
+        start = 0
+        while True:
+            cut = path.find("/", start)
+            if cut < 0:
+                return
+            tail = path[cut + 1 :]
+            if tail:
+                yield tail
+            start = cut + 1
+
+
+def parse_frame(line: str) -> Frame | None:
+    """A stack frame on this line, in any of the known formats, or None."""
+    text = strip_prefix(line) if line[:1] not in (" ", "\t") else line
+    for style, regex in _FRAME_RES:
+        m = regex.search(text)
+        if m:
+            func = m.groupdict().get("func")
+            return Frame(m.group("path"), int(m.group("line")), func, style)
+    return None
+
+
+def strip_ansi(text: str) -> str:
+    return ANSI_RE.sub("", text) if ("\x1b" in text or "\x9b" in text) else text
+
+
+def strip_prefix(line: str) -> str:
+    """The line without the log prefixes in front of its message."""
+    pos = 0
+    for _ in range(8):
+        m = PREFIX_RE.match(line, pos)
+        if not m or m.end() == pos:
+            break
+        pos = m.end()
+    return line[pos:] if pos else line
+
+
+def exception_of(text: str) -> tuple[str, str] | None:
+    """(exception class as printed, message) for a line like "pkg.FooError: message"."""
+    m = EXCEPTION_RE.search(text)
+    if not m:
+        return None
+    return m.group(1), text[m.end() :].strip()
+
+
+def unrepr_message(message: str) -> str | None:
+    """The text of a repr-quoted message (how Python prints KeyError), or None if it is not one."""
+    if len(message) < 2 or message[0] not in "'\"" or message[-1] != message[0]:
+        return None
+    if "\\" not in message and message[0] not in message[1:-1]:
+        return message[1:-1]
+    import ast  # only for the rare escaped repr
+
+    try:
+        value = ast.literal_eval(message)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return None
+    return value if isinstance(value, str) else None
+
+
+@dataclass(slots=True)
+class LineBlock:
+    """Logical lines of one block of the log, with the original 1-based line numbers.
+
+    first/last are None when logical line i is simply original line base + i."""
+
+    lines: list[str]
+    base: int
+    first: list[int] | None = None
+    last: list[int] | None = None
+
+    def line_no(self, i: int) -> int:
+        return self.first[i] if self.first is not None else self.base + i
+
+    def end_line_no(self, i: int) -> int:
+        return self.last[i] if self.last is not None else self.base + i
+
+
+def _wrap_width(lengths: list[int]) -> int | None:
+    if not lengths:
+        return None
+    width = max(lengths)
+    if width < 40 or width > 400:
+        return None
+    if width in TERMINAL_WIDTHS:
+        return width
+    if width <= 250 and lengths.count(width) >= WRAP_MIN_LINES:
+        return width
+    return None
+
+
+def split_lines(text: str, base: int = 1) -> LineBlock:
+    """Normalise decoded text into logical lines (no ANSI, CRs handled, wrapping undone)."""
+    text = strip_ansi(text)
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    first: list[int] | None = None
+    if "\r" in text:
+        text = text.replace("\r\n", "\n")
+        if "\r" in text and "\n" not in text.rstrip("\r"):
+            text = text.replace("\r", "\n")  # old Mac line endings
+    raw = text.split("\n")
+    if text.endswith("\n"):
+        raw.pop()
+    lines = raw
+    if "\r" in text:
+        # A lone CR redraws the line (progress bars): keep every drawn segment, all on this line.
+        lines, first = [], []
+        for n, line in enumerate(raw):
+            if "\r" in line:
+                for seg in line.split("\r"):
+                    if seg.strip():
+                        lines.append(seg)
+                        first.append(base + n)
+            else:
+                lines.append(line)
+                first.append(base + n)
+    block = LineBlock(lines, base, first, list(first) if first is not None else None)
+    width = _wrap_width(list(map(len, lines)))
+    if width is not None:
+        block = _unwrap(block, width)
+    return block
+
+
+def _unwrap(block: LineBlock, width: int) -> LineBlock:
+    lines: list[str] = []
+    first: list[int] = []
+    last: list[int] = []
+    joining = False
+    for i, line in enumerate(block.lines):
+        if joining:
+            lines[-1] += line
+            last[-1] = block.end_line_no(i)
+        else:
+            lines.append(line)
+            first.append(block.line_no(i))
+            last.append(block.end_line_no(i))
+        joining = len(line) == width
+    return LineBlock(lines, block.base, first, last)
+
+
+def blocks(
+    source: IO[bytes] | IO[str] | bytes | str, block_bytes: int = BLOCK_BYTES
+) -> Iterator[LineBlock]:
+    """Stream a log as blocks of logical lines, cutting only at line ends."""
+    if isinstance(source, str | bytes):
+        yield from _blocks_of(_pieces(source, block_bytes), block_bytes)
+    else:
+        yield from _blocks_of(iter(lambda: source.read(block_bytes), source.read(0)), block_bytes)
+
+
+def _pieces(data: str | bytes, size: int) -> Iterator[str | bytes]:
+    for start in range(0, len(data), size):
+        yield data[start : start + size]
+
+
+def _blocks_of(chunks: Iterable[str | bytes], block_bytes: int) -> Iterator[LineBlock]:
+    base = 1
+    pending_b = b""
+    pending_s = ""
+    for chunk in chunks:
+        if isinstance(chunk, bytes):
+            data = pending_b + chunk
+            cut = data.rfind(b"\n")
+            if cut < 0 and len(data) < 4 * block_bytes:
+                pending_b = data
+                continue
+            cut = len(data) - 1 if cut < 0 else cut
+            pending_b = data[cut + 1 :]
+            text = data[: cut + 1].decode("utf-8", "replace")
+        else:
+            data_s = pending_s + chunk
+            cut = data_s.rfind("\n")
+            if cut < 0 and len(data_s) < 4 * block_bytes:
+                pending_s = data_s
+                continue
+            cut = len(data_s) - 1 if cut < 0 else cut
+            pending_s = data_s[cut + 1 :]
+            text = data_s[: cut + 1]
+        block = split_lines(text, base)
+        base += text.count("\n") if text.endswith("\n") else text.count("\n") + 1
+        yield block
+    rest = pending_b.decode("utf-8", "replace") if pending_b else pending_s
+    if rest:
+        yield split_lines(rest, base)

@@ -1,0 +1,1326 @@
+"""Finding every known error in a log: the prefilter index over all patterns' literal keys,
+verification in a linear-time engine, evidence from the log around a hit, ranking, fuzzy near
+misses, captures and "did you mean".
+
+The index is one SQLite file per cache directory holding a serialised Hyperscan literal database
+(every pattern's best key, plus markers for frames and error lines) and the few columns matching
+needs, fetched only for the candidates a log produces: a cold match pays for reading a 7 MB blob,
+not for building anything. See benchmarks/ENGINES.md for the measurements behind the choice.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sqlite3
+import tempfile
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from kb import logtext
+from kb.logtext import Frame
+from kb.patterns import (
+    GENERIC_LITERAL_CHARS,
+    MIN_KEY_CHARS,
+    PreparedPattern,
+    has_nested_repeat,
+    prepare,
+    relax,
+)
+
+__all__ = [
+    "CACHE_FILE",
+    "DEFAULT_MIN_SCORE",
+    "FORMAT_VERSION",
+    "Match",
+    "MatchReport",
+    "MatcherIndex",
+    "PatternSource",
+    "build_index",
+    "load_index",
+]
+
+FORMAT_VERSION = 1
+CACHE_FILE = "matcher.sqlite3"
+# Below this a clean log (noise hitting generic patterns only) comes back empty; one specific
+# pattern on its own (0.56 and up) or a generic one with a frame clears it.
+DEFAULT_MIN_SCORE = 0.5
+# Scores never claim certainty: 1.0 is reserved.
+MAX_SCORE = 0.99
+# Lines of earlier blocks kept for context (tracebacks above a message, messages split over lines).
+CARRY_LINES = 96
+# Lines after a hit that may still hold its stack frames (JavaScript, Java, Go print them below).
+LOOKAHEAD_LINES = 64
+# How far above an exception line its traceback may start.
+LOOKBACK_LINES = 400
+# A message is truncated to this in Match.text (the transformers model list runs to 20 KB).
+TEXT_MAX_CHARS = 2000
+# Backtracking (guarded) verification only runs on spans up to this long.
+GUARD_MAX_CHARS = 256
+# Frames this close to a record's lineNumber count as "near" (versions move lines a little).
+FRAME_NEAR_LINES = 3
+FRAME_FILE_LINES = 40
+# Near misses: rapidfuzz ratio cutoff, and how many distinct messages one match call may try.
+FUZZY_CUTOFF = 86.0
+FUZZY_MAX_QUERIES = 40
+FUZZY_MIN_CHARS = 16
+# At most this many equally good near-duplicates are listed as alternatives.
+MAX_TIES = 20
+# Match.duplicates lists every tying record (one message raised from 445 model files), capped.
+MAX_DUPLICATES = 1000
+# Words shaped like codes that name log levels or protocols, never error codes.
+NOT_CODES = frozenset(
+    {
+        "INFO", "WARN", "WARNING", "ERROR", "ERR", "DEBUG", "TRACE", "FATAL", "CRITICAL",
+        "NOTICE", "SEVERE", "PANIC", "OK", "FAIL", "FAILED", "FAILURE", "SUCCESS", "PASS",
+        "PASSED", "TRUE", "FALSE", "NONE", "NULL", "GET", "POST", "PUT", "PATCH", "DELETE",
+        "HEAD", "OPTIONS", "HTTP", "HTTPS", "UTC", "GMT", "JSON", "XML", "SQL", "API", "URL",
+    }
+)  # fmt: skip
+
+# Evidence weights, combined as independent signals: score = 1 - (1 - base) * prod(1 - w).
+W_CLASS = 0.35  # the record's exception class printed before the message
+W_FRAME_EXACT = 0.7  # a frame at the record's filePath:lineNumber
+W_FRAME_NEAR = 0.55  # ... within FRAME_NEAR_LINES
+W_FRAME_FILE = 0.3  # ... in the same file, further away
+W_PACKAGE = 0.15  # the record's package in the traceback's paths
+W_WHOLE = 0.25  # the pattern covers the whole message, not a piece of it
+W_CODE_CLASS = 0.2
+CLASS_CONFLICT = 0.8  # another exception class printed before the message
+USER_CODE = 0.85  # raised from code outside any known package
+GENERIC_CAP = 0.45  # a generic pattern without a frame or package behind it
+
+_MARKERS: tuple[tuple[str, str], ...] = (
+    ('File "', "frame"),
+    ("File ", "frame"),
+    ("    at ", "frame"),
+    ("\tat ", "frame"),
+    (".go:", "frame"),
+    (".rs:", "frame"),
+    (".rb:", "frame"),
+    (".php(", "frame"),
+    (".cs:line", "frame"),
+    ("Traceback (most recent call last)", "traceback"),
+    ("Error", "error"),
+    ("Exception", "error"),
+    ("FATAL", "error"),
+    ("Fatal", "error"),
+    ("panic", "error"),
+    ("Failure", "error"),
+)
+LIB_PATH_RE = re.compile(
+    r"[/\\](?:site-packages|dist-packages|node_modules|\.cargo[/\\]registry|go[/\\]pkg[/\\]mod"
+    r"|lib[/\\]python\d[\d.]*|vendor|\.m2|gems)[/\\]|^<frozen |^<(?:string|stdin)>"
+)
+PACKAGE_RE = re.compile(r"(?:site-packages|dist-packages|node_modules)[/\\]([\w.\-]+)")
+# Source lines quoted in tracebacks (Python, IPython's numbered lines, JS, Rust).
+SOURCE_LINE_RE = re.compile(
+    r"^\s*(?:-*>\s*)?(?:\d+\s+)?(?:raise|throw|panic!|assert|return|yield|await|except)\b"
+)
+_VALUE_RE = re.compile(r"'[^']*'|\"[^\"]*\"|\[[^\]]*\]|\([^)]*\)|\{[^}]*\}|<[^>]*>|\b\d[\w.]*")
+_SPACES_RE = re.compile(r"\s+")
+_CODE_BOUNDARY = re.compile(r"[\w-]")
+_CHOICE_SPLIT = re.compile(r"\s*(?:,|\||\bor\b)\s*")
+_CHOICE_TRIM = " \t'\"`[](){}<>."
+
+
+@dataclass(frozen=True)
+class PatternSource:
+    """One record, as the matcher needs it."""
+
+    id: str
+    repo: str
+    message_pattern: str
+    error_message: str
+    error_class: str | None
+    error_code: str | None
+    file_path: str
+    line_number: int
+    prepared: PreparedPattern | None = None
+
+
+@dataclass
+class Match:
+    """One error found in the log, with its best record. line/end_line are 1-based lines of the
+    original log; alternatives are other (id, score) that fit the same text."""
+
+    id: str
+    score: float
+    method: str
+    line: int
+    end_line: int
+    text: str
+    captures: list[str] = field(default_factory=list)
+    capture_names: list[str | None] = field(default_factory=list)
+    evidence: list[str] = field(default_factory=list)
+    alternatives: list[tuple[str, float]] = field(default_factory=list)
+    suggestion: str | None = None
+    occurrences: int = 1
+    other_lines: list[int] = field(default_factory=list)
+    duplicates: list[str] = field(default_factory=list)
+
+    @property
+    def log_order(self) -> tuple[int, int, float]:
+        """Sort key for printing in log order."""
+        return (self.line, self.end_line, -self.score)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "score": round(self.score, 3),
+            "method": self.method,
+            "line": self.line,
+            "end_line": self.end_line,
+            "text": self.text,
+            "captures": list(self.captures),
+            "capture_names": list(self.capture_names),
+            "evidence": list(self.evidence),
+            "alternatives": [[i, round(s, 3)] for i, s in self.alternatives],
+            "suggestion": self.suggestion,
+            "occurrences": self.occurrences,
+            "other_lines": list(self.other_lines),
+            "duplicates": list(self.duplicates),
+        }
+
+
+@dataclass
+class MatchReport:
+    """Matches best first (the JSON contract); `in_log_order()` for reading."""
+
+    matches: list[Match]
+    stats: dict[str, Any]
+
+    def in_log_order(self) -> list[Match]:
+        return sorted(self.matches, key=lambda m: m.log_order)
+
+
+# --------------------------------------------------------------------------------------------
+# Building and loading the cache
+
+
+def _norm_template(text: str) -> str:
+    return _SPACES_RE.sub(" ", _VALUE_RE.sub(" ", text)).strip().lower()
+
+
+def _fuzzy_template(error_message: str) -> str:
+    from kb.patterns import message_pieces
+
+    literal = " ".join(p for p in message_pieces(error_message) if p is not None)
+    return _norm_template(literal)
+
+
+def _schema(con: sqlite3.Connection) -> None:
+    con.executescript(
+        """
+        CREATE TABLE meta (k TEXT PRIMARY KEY, v BLOB);
+        CREATE TABLE keys (idx INTEGER PRIMARY KEY, key TEXT, kind TEXT, patterns TEXT);
+        CREATE TABLE patterns (
+            idx INTEGER PRIMARY KEY, regex TEXT, engine TEXT, generic INTEGER,
+            literal_chars INTEGER, key_line INTEGER, newlines INTEGER, names TEXT,
+            records TEXT, relaxed TEXT, nested INTEGER);
+        CREATE TABLE records (
+            idx INTEGER PRIMARY KEY, id TEXT, repo TEXT, error_class TEXT, error_code TEXT,
+            file_path TEXT, line_number INTEGER, pattern INTEGER, error_message TEXT);
+        CREATE TABLE files (file_path TEXT, line_number INTEGER, rec INTEGER);
+        CREATE TABLE codes (code TEXT, rec INTEGER);
+        """
+    )
+
+
+def _finish_schema(con: sqlite3.Connection) -> None:
+    con.executescript(
+        """
+        CREATE INDEX files_path ON files (file_path);
+        CREATE INDEX codes_code ON codes (code);
+        """
+    )
+
+
+def build_index(sources: Iterable[PatternSource], cache_dir: Path, revision: str) -> MatcherIndex:
+    """Prepare every pattern, compile the prefilter and write the cache for `revision`
+    (atomically: a temp file renamed over the old one). Returns the loaded index."""
+    import hyperscan
+
+    cache_dir = Path(cache_dir)
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    fd, tmp_name = tempfile.mkstemp(prefix=".matcher-", suffix=".tmp", dir=cache_dir)
+    os.close(fd)
+    tmp = Path(tmp_name)
+    try:
+        con = sqlite3.connect(tmp)
+        con.execute("PRAGMA journal_mode=OFF")
+        con.execute("PRAGMA synchronous=OFF")
+        _schema(con)
+        pattern_ids: dict[tuple[str, str], int] = {}
+        pattern_rows: list[list[Any]] = []
+        key_patterns: dict[str, list[int]] = {}
+        codes: dict[str, list[int]] = {}
+        fuzzy: dict[str, int] = {}
+        packages: set[str] = set()
+        record_rows: list[tuple[Any, ...]] = []
+        file_rows: list[tuple[str, int, int]] = []
+        warnings = 0
+        for rec_idx, src in enumerate(sources):
+            prep = src.prepared or prepare(src.message_pattern, src.error_message)
+            if prep.warning:
+                warnings += 1
+            p_idx = -1
+            if prep.regex is not None and prep.keys:
+                ident = (prep.regex, prep.engine)
+                p_idx = pattern_ids.get(ident, -1)
+                if p_idx < 0:
+                    p_idx = len(pattern_rows)
+                    pattern_ids[ident] = p_idx
+                    relaxed = relax(prep.regex) if prep.engine == "guarded" else None
+                    pattern_rows.append(
+                        [
+                            p_idx,
+                            prep.regex,
+                            prep.engine,
+                            int(prep.generic),
+                            prep.literal_chars,
+                            prep.key_line,
+                            prep.newlines,
+                            json.dumps(prep.placeholder_names),
+                            [],
+                            relaxed,
+                            int(has_nested_repeat(prep.regex) if prep.engine == "guarded" else 0),
+                        ]
+                    )
+                    key = prep.keys[0]
+                    if len(key.strip()) >= MIN_KEY_CHARS:
+                        key_patterns.setdefault(key, []).append(p_idx)
+                    if prep.literal_chars >= GENERIC_LITERAL_CHARS:
+                        template = _fuzzy_template(src.error_message)
+                        if len(template) >= FUZZY_MIN_CHARS:
+                            fuzzy.setdefault(template, p_idx)
+                pattern_rows[p_idx][8].append(rec_idx)
+            if src.error_code and len(src.error_code) >= 3 and src.error_code not in NOT_CODES:
+                codes.setdefault(src.error_code, []).append(rec_idx)
+            path = src.file_path.replace("\\", "/").lstrip("./")
+            if path:
+                file_rows.append((path, src.line_number, rec_idx))
+                if "/" in path:
+                    packages.add(path.split("/", 1)[0])
+            record_rows.append(
+                (
+                    rec_idx,
+                    src.id,
+                    src.repo,
+                    src.error_class,
+                    src.error_code,
+                    path,
+                    src.line_number,
+                    p_idx,
+                    src.error_message,
+                )
+            )
+        for row in pattern_rows:
+            row[8] = json.dumps(row[8])
+        con.executemany("INSERT INTO patterns VALUES (?,?,?,?,?,?,?,?,?,?,?)", pattern_rows)
+        con.executemany("INSERT INTO records VALUES (?,?,?,?,?,?,?,?,?)", record_rows)
+        con.executemany("INSERT INTO files VALUES (?,?,?)", file_rows)
+        con.executemany(
+            "INSERT INTO codes VALUES (?,?)", [(c, r) for c, rs in codes.items() for r in rs]
+        )
+        # Hyperscan ids: pattern keys first, then codes, then the structural markers.
+        key_rows: list[tuple[int, str, str, str]] = []
+        for key, pats in key_patterns.items():
+            key_rows.append((len(key_rows), key, "pattern", json.dumps(pats)))
+        for code in codes:
+            key_rows.append((len(key_rows), code, "code", "[]"))
+        for marker, kind in _MARKERS:
+            key_rows.append((len(key_rows), marker, kind, "[]"))
+        con.executemany("INSERT INTO keys VALUES (?,?,?,?)", key_rows)
+        db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+        expressions = [row[1].encode("utf-8") for row in key_rows]
+        db.compile(
+            expressions=expressions,
+            ids=list(range(len(expressions))),
+            elements=len(expressions),
+            flags=[0] * len(expressions),
+            literal=True,
+        )
+        blob = hyperscan.dumpb(db)
+        kinds = [row[2] for row in key_rows]
+        meta = {
+            "format": str(FORMAT_VERSION),
+            "revision": revision,
+            "records": str(len(record_rows)),
+            "patterns": str(len(pattern_rows)),
+            "warnings": str(warnings),
+            "kinds": json.dumps(_kind_ranges(kinds)),
+            "packages": json.dumps(sorted(packages)),
+            "fuzzy": json.dumps(list(fuzzy.items())),
+            "built_s": f"{time.perf_counter() - started:.3f}",
+        }
+        con.executemany("INSERT INTO meta VALUES (?,?)", list(meta.items()))
+        con.execute("INSERT INTO meta VALUES ('hsdb', ?)", (blob,))
+        _finish_schema(con)
+        con.commit()
+        con.close()
+        os.replace(tmp, cache_dir / CACHE_FILE)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    index = load_index(cache_dir, revision)
+    if index is None:  # pragma: no cover - we just wrote it
+        raise RuntimeError(f"the matcher cache in {cache_dir} could not be read back")
+    return index
+
+
+def _kind_ranges(kinds: list[str]) -> list[list[Any]]:
+    """Runs of equal kinds as [first_id, kind]: keys are written grouped by kind."""
+    out: list[list[Any]] = []
+    for i, kind in enumerate(kinds):
+        if not out or out[-1][1] != kind:
+            out.append([i, kind])
+    return out
+
+
+def load_index(cache_dir: Path, revision: str) -> MatcherIndex | None:
+    """The cached index for `revision`, or None when it is missing, stale or unreadable."""
+    path = Path(cache_dir) / CACHE_FILE
+    if not path.is_file():
+        return None
+    try:
+        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
+        rows = dict(
+            con.execute(
+                "SELECT k, v FROM meta WHERE k IN ('format', 'revision', 'records', 'kinds')"
+            )
+        )
+        if rows.get("format") != str(FORMAT_VERSION) or rows.get("revision") != revision:
+            con.close()
+            return None
+        import hyperscan
+
+        (blob,) = con.execute("SELECT v FROM meta WHERE k = 'hsdb'").fetchone()
+        db = hyperscan.loadb(bytes(blob), hyperscan.HS_MODE_BLOCK)
+        db.scratch = hyperscan.Scratch(db)
+        return MatcherIndex(con, db, int(rows["records"]), json.loads(rows["kinds"]), revision)
+    except Exception:  # a corrupt or foreign file is as good as no cache
+        return None
+
+
+# --------------------------------------------------------------------------------------------
+# Matching
+
+
+@dataclass(slots=True)
+class _Pattern:
+    idx: int
+    regex: str
+    engine: str
+    generic: bool
+    literal_chars: int
+    key_line: int
+    newlines: int
+    names: list[str | None]
+    records: list[int]
+    relaxed: str | None
+    nested: bool
+    compiled: Any = None
+    failed: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class _Record:
+    idx: int
+    id: str
+    repo: str
+    error_class: str | None
+    error_code: str | None
+    file_path: str
+    line_number: int
+    pattern: int
+    error_message: str
+
+
+@dataclass(slots=True)
+class _Hit:
+    """A verified pattern (or code) on logical lines g_start..g_end of the whole log."""
+
+    g_start: int
+    g_end: int
+    line: int
+    end_line: int
+    method: str
+    pattern: int  # -1 for codes
+    records: list[int]
+    subject: str
+    captures: list[str]
+    whole: bool
+    code: str | None = None
+
+
+@dataclass(slots=True)
+class _Tb:
+    """A run of stack frames and the exception line it belongs to."""
+
+    frames: list[tuple[int, int, Frame]]  # (g, original line, frame), innermost first
+    exc_g: int | None
+    style: str
+
+
+@dataclass
+class _Candidate:
+    rec: _Record
+    score: float
+    method: str
+    evidence: list[str]
+    hit: _Hit | None
+
+
+class _Scan:
+    """State of one match call over a stream of blocks."""
+
+    def __init__(self) -> None:
+        self.g0 = 0  # global index of the current block's first logical line
+        self.lines: list[str] = []
+        self.line_nos: list[int] = []
+        self.end_nos: list[int] = []
+        self.frames: dict[int, tuple[int, Frame]] = {}
+        self.errors: dict[int, tuple[str, str]] = {}
+        self.headers: set[int] = set()
+        self.hits: list[_Hit] = []
+        self.attempted: set[tuple[int, int]] = set()
+        self.matches: list[Match] = []
+        self.candidates = 0
+        self.verified = 0
+        self.lines_total = 0
+        self.fuzzy_queries = 0
+        self.fuzzy_lines: set[int] = set()
+        self.claimed: set[int] = set()
+        self.tb_done: set[int] = set()
+
+
+class MatcherIndex:
+    """A loaded prefilter index. `match()` is safe to call many times; not thread-safe."""
+
+    def __init__(
+        self, con: sqlite3.Connection, db: Any, records: int, kinds: list[list[Any]], revision: str
+    ) -> None:
+        self._con = con
+        self._db = db
+        self.records = records
+        self.revision = revision
+        self._kind_starts = [int(k[0]) for k in kinds]
+        self._kind_names = [str(k[1]) for k in kinds]
+        self._key_cache: dict[int, list[int]] = {}
+        self._key_text: dict[int, str] = {}
+        self._patterns: dict[int, _Pattern] = {}
+        self._records: dict[int, _Record] = {}
+        self._file_cache: dict[str, list[tuple[int, int]]] = {}
+        self._packages: frozenset[str] | None = None
+        self._fuzzy: tuple[list[str], list[int]] | None = None
+
+    # ---- lookups (lazy, cached) ----------------------------------------------------------
+
+    def _kind(self, key_id: int) -> str:
+        kind = self._kind_names[0]
+        for start, name in zip(self._kind_starts, self._kind_names, strict=True):
+            if key_id >= start:
+                kind = name
+            else:
+                break
+        return kind
+
+    def _key_patterns(self, key_id: int) -> list[int]:
+        pats = self._key_cache.get(key_id)
+        if pats is None:
+            row = self._con.execute(
+                "SELECT key, patterns FROM keys WHERE idx = ?", (key_id,)
+            ).fetchone()
+            pats = json.loads(row[1]) if row else []
+            self._key_text[key_id] = row[0] if row else ""
+            self._key_cache[key_id] = pats
+        return pats
+
+    def _code_text(self, key_id: int) -> str:
+        if key_id not in self._key_text:
+            self._key_patterns(key_id)
+        return self._key_text[key_id]
+
+    def _pattern(self, idx: int) -> _Pattern:
+        pat = self._patterns.get(idx)
+        if pat is None:
+            self._load_patterns([idx])
+            pat = self._patterns[idx]
+        return pat
+
+    def _load_patterns(self, idxs: Iterable[int]) -> None:
+        missing = [i for i in set(idxs) if i not in self._patterns]
+        for start in range(0, len(missing), 500):
+            part = missing[start : start + 500]
+            marks = ",".join("?" * len(part))
+            for row in self._con.execute(
+                "SELECT idx, regex, engine, generic, literal_chars, key_line, newlines, names,"
+                f" records, relaxed, nested FROM patterns WHERE idx IN ({marks})",
+                part,
+            ):
+                self._patterns[row[0]] = _Pattern(
+                    row[0],
+                    row[1],
+                    row[2],
+                    bool(row[3]),
+                    row[4],
+                    row[5],
+                    row[6],
+                    json.loads(row[7]),
+                    json.loads(row[8]),
+                    row[9],
+                    bool(row[10]),
+                )
+
+    def _record(self, idx: int) -> _Record:
+        rec = self._records.get(idx)
+        if rec is None:
+            self._load_records([idx])
+            rec = self._records[idx]
+        return rec
+
+    def _load_records(self, idxs: Iterable[int]) -> None:
+        missing = [i for i in set(idxs) if i not in self._records]
+        for start in range(0, len(missing), 500):
+            part = missing[start : start + 500]
+            marks = ",".join("?" * len(part))
+            for row in self._con.execute(
+                "SELECT idx, id, repo, error_class, error_code, file_path, line_number, pattern,"
+                f" error_message FROM records WHERE idx IN ({marks})",
+                part,
+            ):
+                self._records[row[0]] = _Record(*row)
+
+    def _file_records(self, frame: Frame) -> tuple[str, list[tuple[int, int]]] | None:
+        """(filePath, [(lineNumber, record)]) for the longest known path that the frame's path
+        ends with, or None."""
+        for suffix in frame.path_suffixes():
+            hit = self._file_cache.get(suffix)
+            if hit is None:
+                hit = [
+                    (r[0], r[1])
+                    for r in self._con.execute(
+                        "SELECT line_number, rec FROM files WHERE file_path = ?", (suffix,)
+                    )
+                ]
+                self._file_cache[suffix] = hit
+            if hit:
+                return suffix, hit
+        return None
+
+    def _known_packages(self) -> frozenset[str]:
+        if self._packages is None:
+            row = self._con.execute("SELECT v FROM meta WHERE k = 'packages'").fetchone()
+            self._packages = frozenset(json.loads(row[0]) if row else [])
+        return self._packages
+
+    def record_ids(self) -> int:
+        return self.records
+
+    # ---- the scan ------------------------------------------------------------------------
+
+    def match(
+        self,
+        text: str | bytes | IO[bytes] | IO[str] | os.PathLike[str],
+        *,
+        top: int = 3,
+        min_score: float = DEFAULT_MIN_SCORE,
+    ) -> MatchReport:
+        """Every known error in `text` (a string, bytes, a binary/text stream or a path; streams
+        and paths are read block by block). `top` records per error: the best plus top - 1
+        alternatives."""
+        started = time.perf_counter()
+        scan = _Scan()
+        if isinstance(text, os.PathLike):
+            with open(text, "rb") as fh:
+                self._run(scan, logtext.blocks(fh), top, min_score)
+        else:
+            self._run(scan, logtext.blocks(text), top, min_score)
+        matches = sorted(scan.matches, key=lambda m: (-m.score, m.line))
+        stats = {
+            "lines": scan.lines_total,
+            "records": self.records,
+            "candidates": scan.candidates,
+            "verified": scan.verified,
+            "fuzzy_queries": scan.fuzzy_queries,
+            "elapsed_ms": round((time.perf_counter() - started) * 1000, 1),
+        }
+        return MatchReport(matches, stats)
+
+    def _run(
+        self, scan: _Scan, blocks: Iterator[logtext.LineBlock], top: int, min_s: float
+    ) -> None:
+        prev: logtext.LineBlock | None = None
+        for block in blocks:
+            if prev is not None:
+                self._block(scan, prev, final=False, top=top, min_score=min_s)
+            prev = block
+        if prev is not None:
+            self._block(scan, prev, final=True, top=top, min_score=min_s)
+        else:
+            self._finalize(scan, None, top, min_s)
+
+    def _block(
+        self, scan: _Scan, block: logtext.LineBlock, *, final: bool, top: int, min_score: float
+    ) -> None:
+        # Keep the tail of the previous block in front of this one, for context.
+        carry = min(CARRY_LINES, len(scan.lines))
+        new_nos = [block.line_no(i) for i in range(len(block.lines))]
+        new_ends = [block.end_line_no(i) for i in range(len(block.lines))]
+        scan.g0 += len(scan.lines) - carry
+        scan.lines = scan.lines[len(scan.lines) - carry :] + block.lines
+        scan.line_nos = scan.line_nos[len(scan.line_nos) - carry :] + new_nos
+        scan.end_nos = scan.end_nos[len(scan.end_nos) - carry :] + new_ends
+        scan.lines_total += len(block.lines)
+        lines = scan.lines
+        data = "\n".join(lines).encode("utf-8", "replace")
+        raw: list[tuple[int, int]] = []
+
+        def on_hit(key_id: int, _from: int, to: int, _flags: int, _ctx: Any) -> None:
+            raw.append((to, key_id))
+
+        self._db.scan(data, match_event_handler=on_hit)
+        raw.sort()
+        per_line: dict[int, set[int]] = {}
+        pos = 0
+        li = 0
+        for to, key_id in raw:
+            li += data.count(b"\n", pos, to)
+            pos = to
+            per_line.setdefault(li, set()).add(key_id)
+        g0 = scan.g0
+        pending_patterns: list[tuple[int, int]] = []
+        code_hits: list[tuple[int, int]] = []
+        for li, key_ids in per_line.items():
+            g = g0 + li
+            for key_id in key_ids:
+                kind = self._kind(key_id)
+                if kind == "pattern":
+                    for p in self._key_patterns(key_id):
+                        pending_patterns.append((p, li))
+                elif kind == "code":
+                    code_hits.append((key_id, li))
+                elif kind == "frame":
+                    if g not in scan.frames:
+                        frame = logtext.parse_frame(lines[li])
+                        if frame is not None:
+                            scan.frames[g] = (scan.line_nos[li], frame)
+                elif kind == "traceback":
+                    scan.headers.add(g)
+                elif g not in scan.errors:
+                    exc = logtext.exception_of(logtext.strip_prefix(lines[li]))
+                    if exc is not None:
+                        scan.errors[g] = exc
+        self._load_patterns(p for p, _ in pending_patterns)
+        limit = len(lines) if final else len(lines) - LOOKAHEAD_LINES
+        for p, li in pending_patterns:
+            self._verify(scan, self._pattern(p), li, final)
+        for key_id, li in code_hits:
+            self._verify_code(scan, key_id, li)
+        self._finalize(scan, None if final else g0 + limit, top, min_score)
+
+    def _subjects(
+        self, scan: _Scan, pat: _Pattern, li: int, final: bool
+    ) -> list[tuple[int, int, str]]:
+        """(first line, last line, text) to run a pattern on, for a key hit on line li."""
+        lines = scan.lines
+        out: list[tuple[int, int, str]] = []
+        start = li - pat.key_line
+        end = start + pat.newlines
+        if start >= 0 and end < len(lines):
+            if pat.newlines:
+                text = "\n".join(logtext.strip_prefix(lines[k]) for k in range(start, end + 1))
+            else:
+                text = logtext.strip_prefix(lines[li])
+            out.append((start, end, text))
+        elif end >= len(lines) and not final:
+            return []  # seen again, whole, in the next block's carried lines
+        one = logtext.strip_prefix(lines[li])
+        exc = logtext.exception_of(one)
+        if exc is not None and exc[0].rpartition(".")[2].endswith("KeyError"):
+            plain = logtext.unrepr_message(exc[1])
+            if plain is not None:
+                out.append((li, li, f"{exc[0]}: {plain}"))
+        return out
+
+    def _compiled(self, pat: _Pattern) -> Any:
+        if pat.compiled is None and not pat.failed:
+            try:
+                if pat.engine == "guarded":
+                    import re2
+
+                    pat.compiled = re2.compile(pat.relaxed) if pat.relaxed else None
+                    pat.failed = pat.compiled is None
+                else:
+                    import re2
+
+                    pat.compiled = re2.compile(pat.regex)
+            except Exception:
+                pat.failed = True
+        return pat.compiled
+
+    def _verify(self, scan: _Scan, pat: _Pattern, li: int, final: bool) -> None:
+        scan.candidates += 1
+        start = li - pat.key_line
+        key = (pat.idx, scan.g0 + max(start, 0))
+        if key in scan.attempted:
+            return
+        subjects = self._subjects(scan, pat, li, final)
+        if not subjects:
+            return
+        scan.attempted.add(key)
+        compiled = self._compiled(pat)
+        if compiled is None:
+            return
+        for first, last, subject in subjects:
+            m = compiled.search(subject)
+            if m is None:
+                continue
+            if pat.engine == "guarded" and not self._confirm(pat, subject, m.start(), m.end()):
+                continue
+            scan.verified += 1
+            captures = _captures(m, subject)
+            whole = _covers_message(subject, m.start(), m.end())
+            scan.hits.append(
+                _Hit(
+                    scan.g0 + first,
+                    scan.g0 + last,
+                    scan.line_nos[first],
+                    scan.end_nos[last],
+                    "pattern",
+                    pat.idx,
+                    pat.records,
+                    subject,
+                    captures,
+                    whole,
+                )
+            )
+            return
+
+    def _confirm(self, pat: _Pattern, subject: str, start: int, end: int) -> bool:
+        """Run a backtracking-only pattern where it is bounded: on the span RE2 found (its
+        relaxed form matched there), short, and without nested quantifiers."""
+        if pat.nested or end - start > GUARD_MAX_CHARS:
+            return False
+        try:
+            return re.search(pat.regex, subject[start:end]) is not None
+        except re.error:
+            return False
+
+    def _verify_code(self, scan: _Scan, key_id: int, li: int) -> None:
+        code = self._code_text(key_id)
+        line = scan.lines[li]
+        pos = line.find(code)
+        while pos >= 0:
+            before = line[pos - 1 : pos]
+            after = line[pos + len(code) : pos + len(code) + 1]
+            if not _CODE_BOUNDARY.match(before or " ") and not _CODE_BOUNDARY.match(after or " "):
+                break
+            pos = line.find(code, pos + 1)
+        if pos < 0:
+            return
+        g = scan.g0 + li
+        if (-1 - key_id, g) in scan.attempted:
+            return
+        scan.attempted.add((-1 - key_id, g))
+        recs = [r[0] for r in self._con.execute("SELECT rec FROM codes WHERE code = ?", (code,))]
+        subject = logtext.strip_prefix(line)
+        scan.hits.append(
+            _Hit(
+                g,
+                g,
+                scan.line_nos[li],
+                scan.end_nos[li],
+                "code",
+                -1,
+                recs,
+                subject,
+                [],
+                False,
+                code,
+            )
+        )
+
+    # ---- evidence, ranking, output ------------------------------------------------------
+
+    def _tracebacks(self, scan: _Scan) -> list[_Tb]:
+        """Group the frames seen so far into tracebacks with their exception lines."""
+        out: list[_Tb] = []
+        run: list[tuple[int, int, Frame]] = []
+
+        def close() -> None:
+            if not run:
+                return
+            style = run[-1][2].style
+            if style in logtext.INNERMOST_FIRST:
+                first_g = run[0][0]
+                exc_g = next(
+                    (g for g in range(first_g - 1, first_g - 4, -1) if g in scan.errors), None
+                )
+                out.append(_Tb(list(run), exc_g, style))
+            else:
+                last_g = run[-1][0]
+                exc_g = next((g for g in range(last_g + 1, last_g + 8) if g in scan.errors), None)
+                out.append(_Tb(list(reversed(run)), exc_g, style))
+
+        prev_g = -(10**9)
+        for g in sorted(scan.frames):
+            line_no, frame = scan.frames[g]
+            if run and (
+                g - prev_g > 4
+                or (g - 1) in scan.errors
+                or (
+                    frame.style != run[-1][2].style
+                    and not (
+                        frame.style in ("python", "jupyter")
+                        and run[-1][2].style in ("python", "jupyter")
+                    )
+                )
+            ):
+                close()
+                run = []
+            run.append((g, line_no, frame))
+            prev_g = g
+        close()
+        return out
+
+    def _finalize(self, scan: _Scan, upto: int | None, top: int, min_score: float) -> None:
+        """Score hits on lines before `upto` (all when None) and turn them into matches."""
+        ready = [h for h in scan.hits if upto is None or h.g_end < upto]
+        if upto is not None and not ready and not scan.frames and not scan.errors:
+            self._prune(scan, upto)
+            return
+        tbs = self._tracebacks(scan)
+        by_exc = {t.exc_g: t for t in tbs if t.exc_g is not None}
+        after = {t.frames[0][0]: t for t in tbs if t.style in logtext.INNERMOST_FIRST and t.frames}
+        ready_set = {id(h) for h in ready}
+        scan.hits = [h for h in scan.hits if id(h) not in ready_set]
+        ready = [h for h in ready if not self._is_source_line(scan, h)]
+        clusters: list[list[_Hit]] = []
+        for hit in sorted(ready, key=lambda h: (h.g_start, h.g_end)):
+            if clusters and hit.g_start <= max(h.g_end for h in clusters[-1]):
+                clusters[-1].append(hit)
+            else:
+                clusters.append([hit])
+        used_tbs: set[int] = set()
+        for cluster in clusters:
+            g_start = cluster[0].g_start
+            g_end = max(h.g_end for h in cluster)
+            tb: _Tb | None = next(
+                (by_exc[g] for g in range(g_start, g_start - 3, -1) if g in by_exc), None
+            )
+            if tb is None:
+                tb = next((after[g] for g in range(g_end + 1, g_end + 4) if g in after), None)
+            if tb is not None:
+                used_tbs.add(id(tb))
+                if tb.exc_g is not None:
+                    scan.claimed.add(tb.exc_g)
+            exc = scan.errors.get(g_start)
+            cands: list[_Candidate] = []
+            for hit in cluster:
+                for rec_idx in hit.records:
+                    cand = self._score_hit(hit, self._record(rec_idx), tb, exc)
+                    if cand is not None:
+                        cands.append(cand)
+            if tb is not None and tb.exc_g is not None:
+                cands.extend(self._frame_candidates(scan, tb, scan.errors.get(tb.exc_g)))
+            self._emit(scan, cands, top, min_score)
+        # Tracebacks whose message matched no pattern: the raise site may still name the record.
+        for t in tbs:
+            if id(t) in used_tbs or not t.frames:
+                continue
+            g_key = t.exc_g if t.exc_g is not None else t.frames[0][0]
+            if (upto is not None and g_key >= upto) or g_key in scan.claimed:
+                continue
+            if g_key in scan.tb_done:
+                continue
+            scan.tb_done.add(g_key)
+            exc = scan.errors.get(t.exc_g) if t.exc_g is not None else None
+            if self._emit(scan, self._frame_candidates(scan, t, exc), top, min_score):
+                scan.claimed.add(g_key)
+        self._fuzzy_pass(scan, upto, tbs, by_exc, top, min_score)
+        if upto is not None:
+            self._prune(scan, upto)
+
+    def _is_source_line(self, scan: _Scan, hit: _Hit) -> bool:
+        """A traceback's quoted source line (`raise KeyError(f"None of {missing} ...")`) holds the
+        message template, not an error that happened."""
+        li = hit.g_start - scan.g0
+        line = scan.lines[li] if 0 <= li < len(scan.lines) else hit.subject
+        if SOURCE_LINE_RE.match(line):
+            return True
+        above = scan.frames.get(hit.g_start - 1)
+        return above is not None and above[1].style == "python" and line[:1] in (" ", "\t")
+
+    def _prune(self, scan: _Scan, upto: int) -> None:
+        floor = min([h.g_start for h in scan.hits] + [upto]) - LOOKBACK_LINES
+        for g in [g for g in scan.frames if g < floor]:
+            del scan.frames[g]
+        for g in [g for g in scan.errors if g < floor]:
+            del scan.errors[g]
+        scan.headers = {g for g in scan.headers if g >= floor}
+        scan.attempted = {a for a in scan.attempted if a[1] >= floor}
+        scan.claimed = {g for g in scan.claimed if g >= floor}
+        scan.tb_done = {g for g in scan.tb_done if g >= floor}
+        scan.fuzzy_lines = {g for g in scan.fuzzy_lines if g >= floor}
+
+    def _frame_evidence(self, rec: _Record, tb: _Tb | None) -> tuple[float, list[str], bool]:
+        """(combined weight, evidence, user_code) from a traceback for one record."""
+        if tb is None or not tb.frames:
+            return 0.0, [], False
+        weight = 0.0
+        evidence: list[str] = []
+        rec_pkg = rec.file_path.split("/", 1)[0] if "/" in rec.file_path else ""
+        package_seen = False
+        for _g, _line_no, frame in tb.frames:
+            path = frame.path.replace("\\", "/")
+            if rec.file_path and (path == rec.file_path or path.endswith("/" + rec.file_path)):
+                delta = abs(frame.line - rec.line_number)
+                w = (
+                    W_FRAME_EXACT
+                    if delta == 0
+                    else W_FRAME_NEAR
+                    if delta <= FRAME_NEAR_LINES
+                    else W_FRAME_FILE
+                    if delta <= FRAME_FILE_LINES
+                    else W_FRAME_FILE / 2
+                )
+                if w > weight:
+                    weight = w
+                    evidence = [f"frame:{rec.file_path}:{frame.line}"]
+            elif rec_pkg and ("/" + rec_pkg + "/") in ("/" + path):
+                package_seen = True
+        if package_seen and not evidence:
+            evidence.append(f"package:{rec_pkg}")
+            weight = W_PACKAGE
+        innermost = tb.frames[0][2]
+        user = not evidence and self._is_user_code(innermost)
+        return weight, evidence, user
+
+    def _is_user_code(self, frame: Frame) -> bool:
+        path = frame.path.replace("\\", "/")
+        if LIB_PATH_RE.search(path) or path.startswith("<"):
+            return False
+        return self._file_records(frame) is None
+
+    def _score_hit(
+        self, hit: _Hit, rec: _Record, tb: _Tb | None, exc: tuple[str, str] | None
+    ) -> _Candidate | None:
+        evidence: list[str] = []
+        factors: list[float] = []
+        generic = False
+        if hit.method == "pattern":
+            pat = self._pattern(hit.pattern)
+            generic = pat.generic
+            spec = min(1.0, pat.literal_chars / 40.0)
+            base = 0.3 if generic else 0.45 + 0.35 * spec
+            evidence.append("pattern")
+            if hit.whole:
+                factors.append(W_WHOLE)
+                evidence.append("whole-message")
+        else:
+            code = hit.code or ""
+            base = 0.6 if (len(code) >= 5 and any(c.isdigit() or c == "_" for c in code)) else 0.45
+            evidence.append(f"code:{code}")
+        cls = _class_on_line(hit.subject, rec.error_class)
+        if cls is True:
+            factors.append(W_CLASS if hit.method == "pattern" else W_CODE_CLASS)
+            evidence.append("error-class")
+        conflict = cls is False
+        w_frame, f_evidence, user = self._frame_evidence(rec, tb)
+        if w_frame:
+            factors.append(w_frame)
+            evidence.extend(f_evidence)
+        score = 1.0 - (1.0 - base) * _prod(1.0 - f for f in factors)
+        if conflict:
+            score *= CLASS_CONFLICT
+        if user:
+            if generic:
+                return None  # a generic message from the user's own code is theirs, not ours
+            score *= USER_CODE
+        if generic and not f_evidence:
+            score = min(score, GENERIC_CAP)
+        return _Candidate(rec, min(score, MAX_SCORE), hit.method, evidence, hit)
+
+    def _frame_candidates(
+        self, scan: _Scan, tb: _Tb, exc: tuple[str, str] | None
+    ) -> list[_Candidate]:
+        """Records raised exactly (or nearly) at the traceback's innermost frame."""
+        _g, line_no, frame = tb.frames[0]
+        g_at = tb.exc_g if tb.exc_g is not None else _g
+        li = g_at - scan.g0
+        if 0 <= li < len(scan.line_nos):
+            line_no = scan.line_nos[li]
+        found = self._file_records(frame)
+        if found is None:
+            return []
+        path, entries = found
+        out: list[_Candidate] = []
+        for line_number, rec_idx in entries:
+            delta = abs(frame.line - line_number)
+            if delta > FRAME_NEAR_LINES:
+                continue
+            rec = self._record(rec_idx)
+            base = 0.55 if delta == 0 else 0.42 - 0.03 * delta
+            evidence = [f"frame:{path}:{frame.line}"]
+            factors = []
+            if exc is not None and rec.error_class:
+                if exc[0].rpartition(".")[2] == rec.error_class:
+                    factors.append(W_CLASS)
+                    evidence.append("error-class")
+                else:
+                    base *= CLASS_CONFLICT
+            score = 1.0 - (1.0 - base) * _prod(1.0 - f for f in factors)
+            hit = _Hit(
+                g_at,
+                g_at,
+                line_no,
+                line_no,
+                "frame",
+                -1,
+                [rec_idx],
+                exc[1] if exc else "",
+                [],
+                False,
+            )
+            out.append(_Candidate(rec, min(score, MAX_SCORE), "frame", evidence, hit))
+        return out
+
+    def _emit(self, scan: _Scan, cands: list[_Candidate], top: int, min_score: float) -> bool:
+        """Turn the best candidate for one place in the log into a Match, if it scores enough."""
+        if not cands:
+            return False
+        best_by_id: dict[str, _Candidate] = {}
+        for cand in cands:
+            old = best_by_id.get(cand.rec.id)
+            if old is None or cand.score > old.score:
+                best_by_id[cand.rec.id] = cand
+        ranked = sorted(
+            best_by_id.values(),
+            key=lambda c: (-c.score, -_literal(self, c), c.rec.idx),
+        )
+        best = ranked[0]
+        if best.score < min_score or best.hit is None:
+            return False
+        hit = best.hit
+        g = hit.g_start
+        scan.claimed.add(g)
+        if best.method == "frame" and hit.line == hit.end_line and hit.subject == "":
+            text = scan.lines[g - scan.g0] if 0 <= g - scan.g0 < len(scan.lines) else ""
+        else:
+            text = hit.subject
+        names: list[str | None] = []
+        if hit.method == "pattern":
+            names = list(self._pattern(hit.pattern).names)
+            if len(names) != len(hit.captures):
+                names = [None] * len(hit.captures)
+        # Near-duplicates that tie with the best (same message, nothing in the log to tell them
+        # apart) are all listed, then the next best up to `top` records in all.
+        all_ties = [c for c in ranked[1:] if c.score >= best.score - 1e-9]
+        ties = all_ties[:MAX_TIES]
+        rest = ranked[1 + len(all_ties) :][: max(0, top - 1 - len(ties))]
+        alternatives = [(c.rec.id, round(c.score, 3)) for c in ties + rest]
+        match = Match(
+            id=best.rec.id,
+            score=round(best.score, 3),
+            method=best.method,
+            line=hit.line,
+            end_line=hit.end_line,
+            text=_clip(logtext.strip_prefix(text)),
+            captures=hit.captures,
+            capture_names=names,
+            evidence=best.evidence,
+            alternatives=alternatives,
+            suggestion=_suggest(hit.captures),
+            duplicates=[c.rec.id for c in all_ties[:MAX_DUPLICATES]],
+        )
+        for seen in scan.matches:
+            if seen.id == match.id and seen.text == match.text:
+                seen.occurrences += 1
+                if len(seen.other_lines) < 100:
+                    seen.other_lines.append(match.line)
+                return True
+        scan.matches.append(match)
+        return True
+
+    # ---- fuzzy near misses ----------------------------------------------------------------
+
+    def _fuzzy_pass(
+        self,
+        scan: _Scan,
+        upto: int | None,
+        tbs: list[_Tb],
+        by_exc: dict[int, _Tb],
+        top: int,
+        min_score: float,
+    ) -> None:
+        done = {m.line for m in scan.matches}
+        for g in sorted(scan.errors):
+            if upto is not None and g >= upto:
+                break
+            if g in scan.claimed or g in scan.fuzzy_lines:
+                continue
+            scan.fuzzy_lines.add(g)
+            li = g - scan.g0
+            if not 0 <= li < len(scan.lines) or scan.line_nos[li] in done:
+                continue
+            if scan.fuzzy_queries >= FUZZY_MAX_QUERIES:
+                return
+            cls, message = scan.errors[g]
+            query = _norm_template(message)
+            if len(query) < FUZZY_MIN_CHARS:
+                continue
+            scan.fuzzy_queries += 1
+            found = self._fuzzy_lookup(query)
+            if not found:
+                continue
+            tb = by_exc.get(g)
+            cands: list[_Candidate] = []
+            for similarity, p_idx in found:
+                pat = self._pattern(p_idx)
+                for rec_idx in pat.records:
+                    rec = self._record(rec_idx)
+                    base = 0.62 * similarity
+                    factors: list[float] = []
+                    evidence = [f"fuzzy:{similarity:.2f}"]
+                    if rec.error_class and cls.rpartition(".")[2] == rec.error_class:
+                        factors.append(0.2)
+                        evidence.append("error-class")
+                    w, f_ev, _user = self._frame_evidence(rec, tb)
+                    if w:
+                        factors.append(w)
+                        evidence.extend(f_ev)
+                    score = 1.0 - (1.0 - base) * _prod(1.0 - f for f in factors)
+                    hit = _Hit(
+                        g,
+                        g,
+                        scan.line_nos[li],
+                        scan.end_nos[li],
+                        "fuzzy",
+                        p_idx,
+                        [rec_idx],
+                        logtext.strip_prefix(scan.lines[li]),
+                        [],
+                        False,
+                    )
+                    cands.append(_Candidate(rec, min(score, 0.9), "fuzzy", evidence, hit))
+            self._emit(scan, cands, top, min_score)
+
+    def _fuzzy_lookup(self, query: str) -> list[tuple[float, int]]:
+        from rapidfuzz import fuzz, process
+
+        if self._fuzzy is None:
+            row = self._con.execute("SELECT v FROM meta WHERE k = 'fuzzy'").fetchone()
+            items = json.loads(row[0]) if row else []
+            self._fuzzy = ([t for t, _ in items], [p for _, p in items])
+        templates, pats = self._fuzzy
+        results = process.extract(
+            query,
+            templates,
+            scorer=fuzz.ratio,
+            score_cutoff=FUZZY_CUTOFF,
+            limit=5,
+        )
+        return [(score / 100.0, pats[i]) for _t, score, i in results]
+
+
+# --------------------------------------------------------------------------------------------
+# Helpers
+
+
+def _prod(values: Iterable[float]) -> float:
+    out = 1.0
+    for v in values:
+        out *= v
+    return out
+
+
+def _literal(index: MatcherIndex, cand: _Candidate) -> int:
+    if cand.hit is not None and cand.hit.method == "pattern":
+        return index._pattern(cand.hit.pattern).literal_chars
+    return 0
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= TEXT_MAX_CHARS else text[: TEXT_MAX_CHARS - 1] + "…"
+
+
+def _class_on_line(subject: str, error_class: str | None) -> bool | None:
+    """True when the record's class is printed before the message, False when another
+    exception class is, None when the line names none."""
+    exc = logtext.exception_of(subject)
+    if exc is None:
+        if error_class and (subject.startswith(error_class + ":") or f".{error_class}:" in subject):
+            return True
+        return None
+    printed = exc[0].rpartition(".")[2]
+    if not error_class:
+        return None
+    return bool(printed == error_class or f"{error_class}:" in subject)
+
+
+def _covers_message(subject: str, start: int, end: int) -> bool:
+    """Whether a match spans the message from its start (after "Class: ") to the line's end."""
+    exc = logtext.exception_of(subject)
+    msg_start = len(subject) - len(exc[1]) if exc else 0
+    tail = subject[end:].strip().rstrip(".")
+    return start <= msg_start + 1 and not tail
+
+
+def _captures(m: Any, subject: str) -> list[str]:
+    """Captured values as a person reads them: the log's prefix and the exception class cut off
+    a leading group, whitespace trimmed."""
+    out: list[str] = []
+    for i in range(1, (m.re.groups if hasattr(m, "re") else 0) + 1):
+        value = m.group(i)
+        if value is None:
+            out.append("")
+            continue
+        if i == 1 and m.start(1) == 0:
+            exc = logtext.exception_of(value + " ")
+            if exc is not None:
+                value = exc[1] if exc[1] else value
+        out.append(value.strip())
+    return out
+
+
+def _suggest(captures: Sequence[str]) -> str | None:
+    """'did you mean' when one capture lists the valid choices and another is the bad value."""
+    if len(captures) < 2:
+        return None
+    for i, listed in enumerate(captures):
+        choices = [c.strip(_CHOICE_TRIM) for c in _CHOICE_SPLIT.split(listed)]
+        choices = [c for c in choices if c and len(c) <= 80]
+        if len(choices) < 3:
+            continue
+        for j, value in enumerate(captures):
+            bad = value.strip(_CHOICE_TRIM)
+            if j == i or not bad or len(bad) > 80 or bad in choices:
+                continue
+            from rapidfuzz import fuzz, process
+
+            best = process.extractOne(bad, choices, scorer=fuzz.WRatio, score_cutoff=80)
+            if best is not None:
+                return f"did you mean '{best[0]}'?"
+    return None
+
+
+def sources_from_records(records: Iterable[dict[str, Any]]) -> Iterator[PatternSource]:
+    """PatternSource for dataset records in their own keys (what the importer and tests have)."""
+    for rec in records:
+        yield PatternSource(
+            id=rec["id"],
+            repo=rec.get("repo", ""),
+            message_pattern=rec.get("messagePattern") or "",
+            error_message=rec.get("errorMessage") or "",
+            error_class=rec.get("errorClass"),
+            error_code=rec.get("errorCode"),
+            file_path=rec.get("filePath") or "",
+            line_number=int(rec.get("lineNumber") or 0),
+        )
