@@ -15,7 +15,14 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from kb import __version__
-from kb.errors import EXIT_DATABASE, EXIT_NOTHING_FOUND, EXIT_OK, Ambiguous, KbError
+from kb.errors import (
+    EXIT_DATABASE,
+    EXIT_NOTHING_FOUND,
+    EXIT_OK,
+    Ambiguous,
+    InputError,
+    KbError,
+)
 
 if TYPE_CHECKING:
     from kb.knowledge import KnowledgeBase
@@ -158,7 +165,81 @@ def import_command(
             f"{report.unchanged:,} unchanged, {report.rejected:,} rejected.",
             err=True,
         )
+    if report.inserted or report.updated:
+        if not quiet:
+            click.echo("Building the matcher index...", err=True)
+        kb.matcher()  # built once per revision now, so the next `kb match` only loads it
     ctx.exit(EXIT_NOTHING_FOUND if report.rejected else EXIT_OK)
+
+
+@cli.command()
+@click.argument("source", required=False, default="-", metavar="[PATH|-]")
+@format_option
+@click.option("--json", "as_json", is_flag=True, help="Same as --format json.")
+@click.option(
+    "--top",
+    type=click.IntRange(1, 20),
+    default=3,
+    show_default=True,
+    help="Records shown per error: the best and the alternatives.",
+)
+@click.option(
+    "--min-score",
+    type=click.FloatRange(0, 1),
+    default=None,
+    help="Report errors scoring at least this (default: the matcher's, 0.5).",
+)
+@click.pass_context
+def match(
+    ctx: click.Context,
+    source: str,
+    fmt: str,
+    as_json: bool,
+    top: int,
+    min_score: float | None,
+) -> None:
+    """Find every known error in a log and print what is known about each one.
+
+    Reads a file, or stdin (paste, then Ctrl-D). Prints each error found in log order with
+    its record: what it means, the solutions and the example fix. Exit 0 when something
+    was found, 1 when nothing was.
+
+    \b
+    Example:
+      kb match build.log
+      kubectl logs api-7d9 | kb match --json
+    """
+    from kb import render
+    from kb.config import resolve_database_url
+    from kb.matcher import DEFAULT_MIN_SCORE
+    from kb.quick import open_for_matching
+
+    if as_json:
+        fmt = "json"
+    index, fetch = open_for_matching(resolve_database_url(ctx.obj.get("db")))
+    threshold = DEFAULT_MIN_SCORE if min_score is None else min_score
+    if source == "-":
+        if sys.stdin.isatty():
+            click.echo("Paste the log, then press Ctrl-D.", err=True)
+        label = "the pasted text"
+        report = index.match(sys.stdin.buffer, top=top, min_score=threshold)
+    else:
+        label = source
+        try:
+            with open(source, "rb") as stream:
+                report = index.match(stream, top=top, min_score=threshold)
+        except OSError as exc:
+            raise InputError(f"{source}: cannot read: {exc.strerror}") from exc
+    wanted = [m.id for m in report.matches]
+    wanted += [alt for m in report.matches for alt, _score in m.alternatives]
+    records = fetch(wanted)
+    if fmt == "json":
+        click.echo(render.to_json(render.matches_json(report, records)))
+    elif fmt == "markdown":
+        click.echo(render.matches_markdown(report, records, label), nl=False)
+    else:
+        click.echo(render.matches_text(report, records, render.Style(use_color()), label), nl=False)
+    ctx.exit(EXIT_OK if report.matches else EXIT_NOTHING_FOUND)
 
 
 @cli.command()
@@ -291,13 +372,14 @@ def db_current(ctx: click.Context) -> None:
     """
     from kb import db
     from kb.config import resolve_database_url
+    from kb.quick import HEAD_REVISION
 
     engine = db.make_engine(resolve_database_url(ctx.obj.get("db")))
     revision = db.current_revision(engine)
     if revision is None:
         click.echo("none (not a kb database yet)")
     else:
-        state = "head" if revision == db.HEAD_REVISION else f"needs upgrade to {db.HEAD_REVISION}"
+        state = "head" if revision == HEAD_REVISION else f"needs upgrade to {HEAD_REVISION}"
         click.echo(f"{revision} ({state})")
 
 

@@ -16,9 +16,8 @@ from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, SQLAlch
 
 from kb.errors import DatabaseError, SchemaOutOfDate
 from kb.models import Base
+from kb.quick import HEAD_REVISION
 
-# The newest Alembic revision; tests/test_db.py proves it equals the scripts' head.
-HEAD_REVISION = "0001"
 # How long a command waits for another process's write lock before giving up (exit 3).
 BUSY_TIMEOUT_MS = 30_000
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator
-from typing import IO, Any
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
 
 from sqlalchemy import Engine, func, select
 from sqlalchemy.exc import OperationalError
@@ -17,7 +18,11 @@ from kb.config import resolve_database_url
 from kb.errors import Ambiguous, DatabaseError, NotFound
 from kb.ingest import DEFAULT_BATCH_SIZE, ImportReport, ProgressFn, get_meta, import_sources
 from kb.models import IMPORT_RUNS, RECORDS
+from kb.quick import cache_dir_for
 from kb.records import COLUMNS, Record
+
+if TYPE_CHECKING:
+    from kb.matcher import MatcherIndex, MatchReport, PatternSource
 
 
 def record_from_row(row: Any) -> Record:
@@ -77,6 +82,63 @@ class KnowledgeBase:
         with self._connect() as conn:
             row = conn.execute(select(RECORDS).where(RECORDS.c.id == record_id)).first()
         return None if row is None else record_from_row(row).to_dataset()
+
+    def cache_dir(self) -> Path:
+        """Where this knowledge base's derived caches (the matcher index) live."""
+        return cache_dir_for(self.url)
+
+    def matcher(self, *, rebuild: bool = False) -> MatcherIndex:
+        """The matcher index for the current revision: loaded from the cache, else built."""
+        from kb.matcher import build_index, load_index
+
+        revision = self.revision()
+        index = None if rebuild else load_index(self.cache_dir(), revision)
+        if index is None:
+            index = build_index(self._pattern_sources(), self.cache_dir(), revision)
+        return index
+
+    def match(
+        self,
+        text: str | bytes | IO[bytes] | IO[str],
+        *,
+        top: int = 3,
+        min_score: float | None = None,
+    ) -> MatchReport:
+        """Every known error in a log (text, bytes or a stream), best first."""
+        from kb.matcher import DEFAULT_MIN_SCORE
+
+        return self.matcher().match(
+            text, top=top, min_score=DEFAULT_MIN_SCORE if min_score is None else min_score
+        )
+
+    def _pattern_sources(self) -> Iterator[PatternSource]:
+        from kb.matcher import PatternSource
+
+        columns = [
+            RECORDS.c.id,
+            RECORDS.c.repo,
+            RECORDS.c.message_pattern,
+            RECORDS.c.error_message,
+            RECORDS.c.error_class,
+            RECORDS.c.error_code,
+            RECORDS.c.file_path,
+            RECORDS.c.line_number,
+        ]
+        with self._connect() as conn:
+            result = conn.execution_options(yield_per=2000).execute(
+                select(*columns).order_by(RECORDS.c.id)
+            )
+            for row in result:
+                yield PatternSource(
+                    id=row.id,
+                    repo=row.repo,
+                    message_pattern=row.message_pattern,
+                    error_message=row.error_message,
+                    error_class=row.error_class,
+                    error_code=row.error_code,
+                    file_path=row.file_path or "",
+                    line_number=row.line_number or 0,
+                )
 
     def get_many(self, ids: Iterable[str]) -> dict[str, dict[str, Any]]:
         wanted = list(dict.fromkeys(ids))
@@ -194,10 +256,7 @@ class KnowledgeBase:
 
 def _pattern_warning(record: Record) -> str | None:
     """A warning for a messagePattern kb cannot run; the record still matches by its text."""
-    try:
-        from kb.patterns import prepare
-    except ImportError:  # the matcher is not part of this build
-        return None
+    from kb.patterns import prepare
+
     prepared = prepare(record.values["message_pattern"], record.values["error_message"])
-    warning: str | None = getattr(prepared, "warning", None)
-    return f"messagePattern: {warning}" if warning else None
+    return f"messagePattern: {prepared.warning}" if prepared.warning else None

@@ -226,3 +226,130 @@ def to_json(value: Any) -> str:
 
 def human_count(n: int) -> str:
     return f"{n:,}"
+
+
+# --------------------------------------------------------------------------- matches
+
+MATCH_TEXT_CHARS: Final = 300  # a matched line is shown up to this; some messages run to 20 KB
+
+
+def _clip(text: object, limit: int = MATCH_TEXT_CHARS) -> str:
+    value = safe(text, multiline=False)
+    return value if len(value) <= limit else value[: limit - 1] + "…"
+
+
+def _captured(match: Any) -> str:
+    parts = []
+    names = list(match.capture_names) + [None] * len(match.captures)
+    for value, name in zip(match.captures, names, strict=False):
+        shown = _clip(value, 80)
+        parts.append(f"{safe(name, multiline=False)} = {shown!r}" if name else repr(shown))
+    return ", ".join(parts)
+
+
+def _confidence(match: Any) -> str:
+    evidence = ", ".join(safe(e, multiline=False) for e in match.evidence)
+    return f"confidence {match.score:.2f} by {match.method}" + (
+        f" ({evidence})" if evidence else ""
+    )
+
+
+def match_summary(report: Any, source: str) -> str:
+    stats = report.stats
+    found = len(report.matches)
+    noun = "error" if found == 1 else "errors"
+    head = f"{found} known {noun}" if found else "No known error"
+    return (
+        f"{head} in {safe(source, multiline=False)} ({stats.get('lines', 0):,} lines against "
+        f"{stats.get('records', 0):,} records, {stats.get('elapsed_ms', 0):.0f} ms)"
+    )
+
+
+def matches_text(report: Any, records: dict[str, dict[str, Any]], style: Style, source: str) -> str:
+    """Each error in log order: where, what matched, the record, confidence, then the fix."""
+    out = [style.heading(match_summary(report, source))]
+    for number, match in enumerate(report.in_log_order(), start=1):
+        record = records.get(match.id, {"id": match.id})
+        where = (
+            f"line {match.line}"
+            if match.end_line == match.line
+            else (f"lines {match.line}-{match.end_line}")
+        )
+        if match.occurrences > 1:
+            where += f" (and {match.occurrences - 1} more)"
+        out += ["", style.title(f"{number}. {where}: {_clip(match.text)}")]
+        facts = [
+            safe(record.get("errorClass"), multiline=False),
+            safe(record.get("repo"), multiline=False),
+        ]
+        out.append("   " + " · ".join(f for f in facts if f) + " · " + _confidence(match))
+        out.append(
+            "   " + style.dim(f"record {match.id}: " + _clip(record.get("errorMessage"), 160))
+        )
+        if match.captures:
+            out.append("   captured: " + _captured(match))
+        if match.suggestion:
+            out.append("   " + style.good(safe(match.suggestion, multiline=False)))
+        out += _essentials(record, style, indent="   ")
+        where_raised_line = where_raised(record)
+        if where_raised_line:
+            out += ["", f"   Raised at {where_raised_line}"]
+            if record.get("githubUrl"):
+                out.append("   " + style.dim(safe(record["githubUrl"], multiline=False)))
+        alternatives = [*match.alternatives]
+        if alternatives:
+            listed = ", ".join(
+                f"{alt_id} ({safe(records.get(alt_id, {}).get('repo'), multiline=False) or '?'}, "
+                f"{score:.2f})"
+                for alt_id, score in alternatives
+            )
+            out.append("   Also possible: " + listed)
+        if match.duplicates:
+            out.append(f"   Same message elsewhere: {len(match.duplicates)} more record(s)")
+        out.append("   " + style.dim(f"More: kb show {match.id}"))
+    return "\n".join(out) + "\n"
+
+
+def _essentials(record: dict[str, Any], style: Style, indent: str) -> list[str]:
+    """What to do about a matched error: its meaning, the solutions, the example fix."""
+    out: list[str] = []
+    sections = [
+        ("What it means", _paragraphs(record.get("documentation"), indent="  ")),
+        ("Solutions", _numbered(record.get("solutions") or [], indent="  ")),
+    ]
+    if record.get("exampleFix"):
+        sections.append(("Example fix", style.code(_code_block(record["exampleFix"]))))
+    for title, body in sections:
+        if body.strip():
+            out += ["", indent + style.heading(title)]
+            out += [indent + line if line else line for line in body.splitlines()]
+    return out
+
+
+def matches_markdown(report: Any, records: dict[str, dict[str, Any]], source: str) -> str:
+    lines = [f"# {_md_inline(match_summary(report, source))}", ""]
+    for number, match in enumerate(report.in_log_order(), start=1):
+        record = records.get(match.id, {"id": match.id})
+        lines += [
+            f"## {number}. Line {match.line}",
+            "",
+            _md_fence(_clip(match.text, 2000)),
+            "",
+            f"Confidence {match.score:.2f} by {match.method}"
+            + (f" ({_md_inline(', '.join(match.evidence))})" if match.evidence else "")
+            + (f" · captured: {_md_inline(_captured(match))}" if match.captures else ""),
+        ]
+        if match.suggestion:
+            lines += ["", f"**{_md_inline(match.suggestion)}**"]
+        lines += ["", record_markdown(record, heading_level=3).rstrip(), ""]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def matches_json(report: Any, records: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The `kb match --json` contract: matches best first, each with its whole record."""
+    return {
+        "matches": [
+            {**match.to_dict(), "record": records.get(match.id)} for match in report.matches
+        ],
+        "stats": report.stats,
+    }

@@ -16,6 +16,7 @@ from sqlalchemy import inspect
 from kb import db
 from kb.config import resolve_database_url, to_url
 from kb.models import Base
+from kb.quick import HEAD_REVISION
 from tests.conftest import SEED
 
 
@@ -36,7 +37,7 @@ def schema_of(engine: Any) -> dict[str, Any]:
 
 def test_head_revision_constant_is_the_scripts_head() -> None:
     scripts = ScriptDirectory(str(db.migrations_dir()))
-    assert scripts.get_current_head() == db.HEAD_REVISION
+    assert scripts.get_current_head() == HEAD_REVISION
 
 
 def test_alembic_upgrade_head_and_create_all_make_the_same_schema(tmp_path: Path) -> None:
@@ -50,7 +51,7 @@ def test_alembic_upgrade_head_and_create_all_make_the_same_schema(tmp_path: Path
     assert schema_of(created) == schema_of(migrated)
     with migrated.connect() as conn:
         assert compare_metadata(MigrationContext.configure(conn), Base.metadata) == []
-    assert db.current_revision(created) == db.current_revision(migrated) == db.HEAD_REVISION
+    assert db.current_revision(created) == db.current_revision(migrated) == HEAD_REVISION
 
 
 def test_new_database_is_created_at_head_in_the_user_data_dir(invoke: Any, runner: Any) -> None:
@@ -60,7 +61,7 @@ def test_new_database_is_created_at_head_in_the_user_data_dir(invoke: Any, runne
     assert result.exit_code == 0, result.output
     default = Path(resolve_database_url().removeprefix("sqlite:///"))
     assert default.name == "kb.sqlite3" and default.parent.name == "kb" and default.exists()
-    assert runner.invoke(cli, ["db", "current"]).stdout.strip() == f"{db.HEAD_REVISION} (head)"
+    assert runner.invoke(cli, ["db", "current"]).stdout.strip() == f"{HEAD_REVISION} (head)"
 
 
 def test_database_url_resolution_order(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -75,7 +76,7 @@ def test_database_at_an_older_revision_is_refused_until_upgraded(
     invoke: Any, db_path: Path
 ) -> None:
     scripts = ScriptDirectory(str(db.migrations_dir()))
-    head = scripts.get_revision(db.HEAD_REVISION)
+    head = scripts.get_revision(HEAD_REVISION)
     assert head is not None
     older = head.down_revision
     engine = db.make_engine(to_url(db_path))
@@ -90,7 +91,7 @@ def test_database_at_an_older_revision_is_refused_until_upgraded(
     result = invoke("stats")
     assert result.exit_code == 3
     if older:
-        assert f"is at schema revision {older}, this kb needs {db.HEAD_REVISION}" in result.stderr
+        assert f"is at schema revision {older}, this kb needs {HEAD_REVISION}" in result.stderr
         assert "Run `kb db upgrade`" in result.stderr
         assert invoke("db", "upgrade").exit_code == 0
         assert invoke("stats").exit_code == 0
@@ -132,8 +133,8 @@ def test_locked_database_times_out_with_exit_3(
 def test_db_upgrade_on_a_new_database_creates_it(invoke: Any, db_path: Path) -> None:
     result = invoke("db", "upgrade")
     assert result.exit_code == 0
-    assert f"to {db.HEAD_REVISION}" in result.stderr
-    assert invoke("db", "current").stdout.strip() == f"{db.HEAD_REVISION} (head)"
+    assert f"to {HEAD_REVISION}" in result.stderr
+    assert invoke("db", "current").stdout.strip() == f"{HEAD_REVISION} (head)"
     assert "Already at the newest" in invoke("db", "upgrade").stderr
 
 
