@@ -197,15 +197,31 @@ class LineBlock:
         return self.last[i] if self.last is not None else self.base + i
 
 
-def _wrap_width(lengths: list[int]) -> int | None:
-    if not lengths:
+def _starts_record(line: str) -> bool:
+    """Whether a line opens a new log record (so the line above was not wrapped into it)."""
+    m = PREFIX_RE.match(line)
+    return bool(m and m.end()) or line.startswith(("Traceback", "  File ", "During handling"))
+
+
+def _wrap_width(lines: list[str]) -> int | None:
+    """The width a terminal wrapped these lines at, or None.
+
+    Lines of exactly the widest length, followed by a line that does not open a record of its
+    own, and either a common terminal width or several different such lines."""
+    if not lines:
         return None
+    lengths = list(map(len, lines))
     width = max(lengths)
     if width < 40 or width > 400:
         return None
+    at_width = [i for i, n in enumerate(lengths) if n == width and i + 1 < len(lines)]
+    followed = [i for i in at_width if lines[i + 1] and not _starts_record(lines[i + 1])]
+    if not followed:
+        return None
     if width in TERMINAL_WIDTHS:
         return width
-    if width <= 250 and lengths.count(width) >= WRAP_MIN_LINES:
+    distinct = {lines[i] for i in followed}
+    if width <= 250 and len(distinct) >= WRAP_MIN_LINES and len(followed) * 2 > len(at_width):
         return width
     return None
 
@@ -237,7 +253,7 @@ def split_lines(text: str, base: int = 1) -> LineBlock:
                 lines.append(line)
                 first.append(base + n)
     block = LineBlock(lines, base, first, list(first) if first is not None else None)
-    width = _wrap_width(list(map(len, lines)))
+    width = _wrap_width(lines)
     if width is not None:
         block = _unwrap(block, width)
     return block
@@ -256,7 +272,8 @@ def _unwrap(block: LineBlock, width: int) -> LineBlock:
             lines.append(line)
             first.append(block.line_no(i))
             last.append(block.end_line_no(i))
-        joining = len(line) == width
+        following = block.lines[i + 1] if i + 1 < len(block.lines) else ""
+        joining = len(line) == width and bool(following) and not _starts_record(following)
     return LineBlock(lines, block.base, first, last)
 
 

@@ -867,6 +867,17 @@ class MatcherIndex:
             else:
                 last_g = run[-1][0]
                 exc_g = next((g for g in range(last_g + 1, last_g + 8) if g in scan.errors), None)
+                if exc_g is None:
+                    # Python prints the exception unindented after the frames and their source
+                    # lines, whatever it looks like ("error: ...", a bare message).
+                    for g in range(last_g + 1, last_g + 8):
+                        li = g - scan.g0
+                        if not 0 <= li < len(scan.lines):
+                            break
+                        line = scan.lines[li]
+                        if line.strip() and not line[:1].isspace() and g not in scan.frames:
+                            exc_g = g
+                            break
                 out.append(_Tb(list(reversed(run)), exc_g, style))
 
         prev_g = -(10**9)

@@ -1,0 +1,156 @@
+"""kb.logtext: logs read the way people paste them."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from kb import logtext
+from kb.logtext import blocks, exception_of, parse_frame, split_lines, strip_prefix, unrepr_message
+
+
+def test_ansi_colours_are_stripped() -> None:
+    block = split_lines("\x1b[31mValueError\x1b[0m: bad \x1b]8;;http://x\x07link\x1b]8;;\x07\n")
+    assert block.lines == ["ValueError: bad link"]
+
+
+def test_crlf_and_old_mac_line_endings_keep_line_numbers() -> None:
+    assert split_lines("a\r\nb\r\nc\r\n").lines == ["a", "b", "c"]
+    block = split_lines("a\rb\rc")
+    assert block.lines == ["a", "b", "c"]
+    assert [block.line_no(i) for i in range(3)] == [1, 2, 3]
+
+
+def test_progress_bar_carriage_returns_keep_every_drawn_segment_on_its_line() -> None:
+    block = split_lines("start\n 10%\r 50%\rValueError: boom\nend\n")
+    assert "ValueError: boom" in block.lines
+    i = block.lines.index("ValueError: boom")
+    assert block.line_no(i) == 2
+    assert block.line_no(block.lines.index("end")) == 3
+
+
+def test_lines_wrapped_at_80_columns_are_joined_with_their_first_line_number() -> None:
+    message = "ValueError: " + "x" * 138
+    wrapped = "\n".join([message[:80], message[80:160], "next line"]) + "\n"
+    block = split_lines(wrapped, base=10)
+    assert block.lines[0] == message
+    assert block.line_no(0) == 10 and block.end_line_no(0) == 11
+    assert block.lines[1] == "next line" and block.line_no(1) == 12
+
+
+def test_unwrapped_logs_are_left_alone() -> None:
+    text = "short\n" + "y" * 95 + "\nz\n"
+    assert split_lines(text).lines == ["short", "y" * 95, "z"]
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("2026-03-14T08:00:00.000Z ERROR [worker-2] job failed: X", "job failed: X"),
+        ("api-1  | 2026-03-14 08:00:00,123 ERROR boom", "boom"),
+        ("E   ValueError: bad", "ValueError: bad"),
+        ("INFO 03-14 08:00:01 [loggers.py:123] Engine 000: ok", "Engine 000: ok"),
+        ("[12:00:01] WARNING: careful", "careful"),
+        ("plain message", "plain message"),
+    ],
+)
+def test_line_prefixes_are_not_in_the_way(line: str, message: str) -> None:
+    assert strip_prefix(line) == message
+
+
+@pytest.mark.parametrize(
+    ("line", "path", "lineno", "style"),
+    [
+        ('  File "/x/site-packages/pandas/core/frame.py", line 7891, in set_index',
+         "/x/site-packages/pandas/core/frame.py", 7891, "python"),
+        ("File ~/venv/lib/python3.11/site-packages/pandas/core/frame.py:7891, in DataFrame.f(self)",
+         "~/venv/lib/python3.11/site-packages/pandas/core/frame.py", 7891, "jupyter"),
+        ("    at Object.<anonymous> (/app/node_modules/axios/lib/core/settle.js:19:12)",
+         "/app/node_modules/axios/lib/core/settle.js", 19, "js"),
+        ("    at /app/src/index.ts:5:3", "/app/src/index.ts", 5, "js"),
+        ("\tat org.apache.kafka.Foo.bar(Foo.java:42)", "Foo.java", 42, "java"),
+        ("\t/usr/local/go/src/net/http/server.go:3210 +0x1d",
+         "/usr/local/go/src/net/http/server.go", 3210, "go"),
+        ("thread 'main' panicked at src/main.rs:2:5:", "src/main.rs", 2, "rust"),
+        ("   at Foo.Bar() in /src/Foo.cs:line 12", "/src/Foo.cs", 12, "csharp"),
+        ("/app/lib/x.rb:12:in `foo'", "/app/lib/x.rb", 12, "ruby"),
+    ],
+)  # fmt: skip
+def test_stack_frames_in_the_common_formats_are_parsed(
+    line: str, path: str, lineno: int, style: str
+) -> None:
+    frame = parse_frame(line)
+    assert frame is not None
+    assert (frame.path, frame.line, frame.style) == (path, lineno, style)
+
+
+def test_java_frame_path_comes_from_the_class_name() -> None:
+    frame = parse_frame("\tat org.apache.kafka.Foo.bar(Foo.java:42)")
+    assert frame is not None
+    assert "org/apache/kafka/Foo.java" in list(frame.path_suffixes())
+
+
+def test_frame_path_suffixes_end_with_the_records_file_path() -> None:
+    frame = parse_frame('  File "/srv/.venv/lib/python3.11/site-packages/vllm/config/a.py", line 1')
+    assert frame is not None
+    assert "vllm/config/a.py" in list(frame.path_suffixes())
+
+
+def test_exception_class_and_message_are_split() -> None:
+    assert exception_of("sqlalchemy.exc.NoSuchModuleError: Can't load plugin: x") == (
+        "sqlalchemy.exc.NoSuchModuleError",
+        "Can't load plugin: x",
+    )
+    assert exception_of("job failed: ValueError: bad") == ("ValueError", "bad")
+    assert exception_of("all good here") is None
+
+
+def test_keyerror_repr_quoting_is_undone() -> None:
+    assert (
+        unrepr_message("\"None of ['a'] are in the columns\"") == "None of ['a'] are in the columns"
+    )
+    assert unrepr_message("'can\\'t \"x\"'") == 'can\'t "x"'
+    assert unrepr_message("'line1\\nline2'") == "line1\nline2"
+    assert unrepr_message("not quoted") is None
+
+
+def test_invalid_utf8_is_replaced_not_fatal() -> None:
+    (block,) = list(blocks(b"caf\xe9 ValueError: x\n"))
+    assert block.lines == ["caf\ufffd ValueError: x"]
+
+
+def test_streamed_blocks_keep_original_line_numbers_across_block_boundaries() -> None:
+    text = "".join(f"line {i}\n" for i in range(1, 1001))
+    got: list[tuple[int, str]] = []
+    for block in blocks(io.BytesIO(text.encode()), block_bytes=1000):
+        got.extend((block.line_no(i), line) for i, line in enumerate(block.lines))
+    assert len(got) == 1000
+    assert all(line == f"line {n}" for n, line in got)
+
+
+def test_text_streams_and_strings_read_the_same() -> None:
+    text = "a\nb\nc"
+    from_str = [line for b in blocks(text, block_bytes=2) for line in b.lines]
+    from_io = [line for b in blocks(io.StringIO(text), block_bytes=2) for line in b.lines]
+    assert from_str == from_io == ["a", "b", "c"]
+
+
+def test_hostile_line_is_read_in_linear_time() -> None:
+    import time
+
+    line = "a" * 50_000 + "\x1b[" * 10_000 + "\n"
+    started = time.perf_counter()
+    block = split_lines(line)
+    strip_prefix(block.lines[0])
+    parse_frame(block.lines[0])
+    exception_of(block.lines[0])
+    assert time.perf_counter() - started < 1.0
+    assert logtext.ANSI_RE is not None
+
+
+def test_repeated_log_lines_of_one_length_are_not_taken_for_wrapping() -> None:
+    noise = "2026-03-14T08:00:00.000Z INFO  [http] GET /metrics 200 in 5ms, all fine today!!!\n"
+    assert len(noise) - 1 == 80
+    block = split_lines(noise * 30)
+    assert len(block.lines) == 30

@@ -1,0 +1,445 @@
+"""kb.matcher: every known error in a log, ranked, with evidence; against real corpus records
+(tests/fixtures/matcher/records.jsonl) and, when it is present, the full shared corpus."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kb.matcher import (
+    CACHE_FILE,
+    DEFAULT_MIN_SCORE,
+    MatcherIndex,
+    PatternSource,
+    build_index,
+    load_index,
+    sources_from_records,
+)
+
+FIXTURES = Path(__file__).parent / "fixtures" / "matcher"
+SITE = "/srv/app/.venv/lib/python3.11/site-packages"
+NOISE = (
+    '2026-03-14T08:00:00.000Z INFO  [http] 10.0.8.96 "PUT /metrics HTTP/1.1" 200 51113B 526ms\n'
+    "2026-03-14T08:00:00.037Z DEBUG [db] query ok rows=161 elapsed=7.7ms stmt=SELECT id FROM t\n"
+    "2026-03-14T08:00:02.666Z WARN  [cache] hit ratio 0.28 over last 60s (evictions=2375)\n"
+    "INFO 03-14 08:00:01 [loggers.py:123] Engine 000: Avg prompt throughput: 704.3 tokens/s\n"
+)
+
+
+def fixture_records() -> list[dict[str, Any]]:
+    with open(FIXTURES / "records.jsonl", encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh]
+
+
+def synthetic(rid: str, pattern: str, message: str, **extra: Any) -> dict[str, Any]:
+    """A record for shapes the corpus lacks (error codes, hostile or JavaScript-only regexes)."""
+    rec: dict[str, Any] = {
+        "id": rid,
+        "repo": "example/hostile",
+        "messagePattern": pattern,
+        "errorMessage": message,
+        "errorClass": None,
+        "errorCode": None,
+        "filePath": "hostile/mod.py",
+        "lineNumber": 1,
+    }
+    rec.update(extra)
+    return rec
+
+
+EXTRA = [
+    synthetic("00000000000000aa", "(a+)+b", "a b"),
+    synthetic("00000000000000bb", r"token (?<t>\w+) repeated as \k<t> here", "token {t}"),
+    synthetic(
+        "00000000000000cc",
+        "Request failed with status code (.+?)",
+        "Request failed with status code {status}",
+        errorCode="ERR_BAD_RESPONSE",
+        errorClass="AxiosError",
+        repo="axios/axios",
+        filePath="lib/core/settle.js",
+        lineNumber=19,
+    ),
+    synthetic("00000000000000dd", "Expected (.+?) but got (.+?) for (.+?) in (.+?)\\.", "x"),
+]
+
+
+@pytest.fixture(scope="module")
+def index(tmp_path_factory: pytest.TempPathFactory) -> MatcherIndex:
+    cache = tmp_path_factory.mktemp("cache")
+    return build_index(sources_from_records(fixture_records() + EXTRA), cache, "fixture-rev")
+
+
+def ids_at(report: Any) -> dict[int, str]:
+    return {m.line: m.id for m in report.matches}
+
+
+# ---- the corpus logs --------------------------------------------------------------------
+
+
+def test_paste_log_finds_its_three_tracebacks_at_their_lines(index: MatcherIndex) -> None:
+    expected = json.loads((FIXTURES / "paste.expected.json").read_text())
+    report = index.match((FIXTURES / "paste.log").read_bytes())
+    found = ids_at(report)
+    for planted in expected["planted"]:
+        assert found.get(planted["line"]) == planted["id"]
+    assert len(report.matches) == 3
+    assert report.stats["lines"] == 207
+
+
+def test_traceback_evidence_names_class_and_raising_frame(index: MatcherIndex) -> None:
+    report = index.match(FIXTURES / "paste.log")
+    best = {m.id: m for m in report.matches}["47b1f16ae78d5108"]
+    assert best.method == "pattern"
+    assert "error-class" in best.evidence
+    assert "frame:sqlalchemy/util/langhelpers.py:501" in best.evidence
+    assert best.captures == ["sqlalchemy.dialects", "postgresqlx"]
+    assert best.capture_names == ["group", "name"]
+    assert 0.9 < best.score < 1.0
+
+
+def test_source_line_quoted_in_a_traceback_is_not_an_error(index: MatcherIndex) -> None:
+    report = index.match(FIXTURES / "paste.log")
+    assert 135 not in ids_at(report)  # `raise KeyError(f"None of {missing} are in the columns")`
+
+
+def test_matches_are_best_first_and_orderable_by_log_line(index: MatcherIndex) -> None:
+    report = index.match(FIXTURES / "paste.log")
+    scores = [m.score for m in report.matches]
+    assert scores == sorted(scores, reverse=True)
+    assert [m.line for m in report.in_log_order()] == [9, 136, 207]
+    assert all(0.0 <= m.score <= 1.0 for m in report.matches)
+
+
+# ---- clean logs and generic patterns ----------------------------------------------------
+
+
+def test_clean_noise_comes_back_empty(index: MatcherIndex) -> None:
+    report = index.match(NOISE * 50)
+    assert report.matches == []
+    assert report.stats["lines"] == 200
+
+
+def test_generic_pattern_never_wins_alone(index: MatcherIndex) -> None:
+    report = index.match(NOISE + "2026-03-14T08:00:01Z INFO [cfg] key 'x' not found, default\n")
+    assert report.matches == []
+
+
+def test_generic_message_from_users_own_code_is_not_claimed(index: MatcherIndex) -> None:
+    log = (
+        "Traceback (most recent call last):\n"
+        '  File "/home/me/project/app.py", line 3, in <module>\n'
+        "    raise KeyError(f'{name} not found')\n"
+        "KeyError: 'thing not found'\n"
+    )
+    assert index.match(log).matches == []
+
+
+def test_generic_message_raised_in_its_library_is_claimed(index: MatcherIndex) -> None:
+    log = (
+        "Traceback (most recent call last):\n"
+        f'  File "{SITE}/xarray/core/indexes.py", line 1349, in sel\n'
+        '    raise KeyError(f"{labels} not found")\n'
+        "KeyError: \"['x'] not found\"\n"
+    )
+    (match,) = index.match(log).matches
+    assert match.id == "1f981d5dc069b06f"
+    assert match.line == 4
+    assert match.score >= DEFAULT_MIN_SCORE
+
+
+# ---- ranking ----------------------------------------------------------------------------
+
+
+def test_near_duplicates_collapse_under_one_match_with_the_others_listed(
+    index: MatcherIndex,
+) -> None:
+    line = (
+        "ERROR job failed: ValueError: "
+        "Expected a non-empty value for `credential_id` but received None"
+    )
+    (match,) = index.match(line).matches
+    pair = {"fe0b16d24b659b1a", "a66b055deb5e4579"}
+    assert {match.id, *match.duplicates} == pair
+    assert {match.id, *(a for a, _ in match.alternatives)} == pair
+    assert match.captures == ["None"]
+
+
+def test_frame_tells_near_duplicates_apart(index: MatcherIndex) -> None:
+    for lineno, rid in ((444, "fe0b16d24b659b1a"), (141, "a66b055deb5e4579")):
+        log = (
+            "Traceback (most recent call last):\n"
+            f'  File "{SITE}/openai/resources/beta/agents/vaults/credentials.py",'
+            f" line {lineno}, in x\n"
+            "ValueError: Expected a non-empty value for `credential_id` but received ''\n"
+        )
+        (match,) = index.match(log).matches
+        assert match.id == rid
+        assert match.duplicates == []
+
+
+def test_frame_identifies_the_record_when_the_message_is_cut_off(index: MatcherIndex) -> None:
+    log = (
+        NOISE
+        + "Traceback (most recent call last):\n"
+        + f'  File "{SITE}/vllm/config/profiler.py", line 266, in __post_init__\n'
+        + "ValueError: ['a', 'b'] only applicable wh\n"
+        + NOISE
+    )
+    (match,) = index.match(log).matches
+    assert match.id == "03907e999369d27b"
+    assert match.method == "frame"
+    assert match.line == 7
+    assert "error-class" in match.evidence
+
+
+def test_wrong_exception_class_lowers_the_score(index: MatcherIndex) -> None:
+    right = index.match("RuntimeError: Browser script result failed.").matches[0]
+    wrong = index.match("TypeError: Browser script result failed.").matches[0]
+    assert right.id == wrong.id == "61fab2d5ba541a04"
+    assert wrong.score < right.score
+
+
+# ---- reading logs as pasted ---------------------------------------------------------------
+
+
+def test_keyerror_repr_quoting_is_understood(index: MatcherIndex) -> None:
+    log = "KeyError: \"'graphs' must contain at least one variable name\"\n"
+    (match,) = index.match(log).matches
+    assert match.id == "cdba1ca5c401e1d8"
+
+
+def test_message_split_over_lines_is_found(index: MatcherIndex) -> None:
+    log = (
+        NOISE
+        + "RuntimeError: Error happened when batch testing peer-to-peer access from 0 to 1:\n"
+        + "CUDA error: peer access is not supported between these two devices\n"
+        + NOISE
+    )
+    (match,) = index.match(log).matches
+    assert match.id == "df40c6d6e8f3249a"
+    assert (match.line, match.end_line) == (5, 6)
+    assert match.captures[:2] == ["0", "1"]
+
+
+def test_pytest_prefixed_lines_and_ansi_colours_are_not_in_the_way(index: MatcherIndex) -> None:
+    log = (
+        "    def test_it():\n"
+        ">       f()\n"
+        "\x1b[1m\x1b[31mE   RuntimeError: Browser script result failed.\x1b[0m\n"
+    )
+    (match,) = index.match(log).matches
+    assert (match.id, match.line) == ("61fab2d5ba541a04", 3)
+
+
+def test_docker_compose_prefixes_and_crlf(index: MatcherIndex) -> None:
+    log = (
+        "api-1     | starting\r\n"
+        "api-1     | ValueError: Cannot anchor impulse responses outside of the sample.\r\n"
+        "worker-1  | ok\r\n"
+    )
+    (match,) = index.match(log.encode()).matches
+    assert (match.id, match.line) == ("c1a1f8dbfb3e7cd2", 2)
+
+
+def test_line_wrapped_by_an_80_column_terminal_is_joined(index: MatcherIndex) -> None:
+    message = (
+        "TypeError: Something went wrong when trying to set the new scale value, expected to "
+        "find the old value to be of type float or torch.Tensor, got <class 'str'> instead."
+    )
+    wrapped = "\n".join(message[i : i + 80] for i in range(0, len(message), 80))
+    (match,) = index.match("boot ok\n" + wrapped + "\n").matches
+    assert match.id == "221d847bc3605f13"
+    assert match.line == 2 and match.end_line == 1 + -(-len(message) // 80)
+
+
+def test_two_errors_in_one_log_are_both_found_in_log_order(index: MatcherIndex) -> None:
+    log = (
+        NOISE
+        + "ERROR [w1] job failed: RuntimeError: Browser script result failed.\n"
+        + NOISE
+        + "ERROR [w2] AssertionError: input_layouts and desired_input_layouts should have same"
+        + " length!\n"
+    )
+    report = index.match(log)
+    assert [(m.line, m.id) for m in report.in_log_order()] == [
+        (5, "61fab2d5ba541a04"),
+        (10, "e97e5e03526f82b5"),
+    ]
+
+
+def test_same_error_repeated_is_one_match_with_its_other_lines(index: MatcherIndex) -> None:
+    line = "ValueError: Cannot anchor impulse responses outside of the sample.\n"
+    (match,) = index.match(line + NOISE + line).matches
+    assert match.line == 1 and match.occurrences == 2 and match.other_lines == [6]
+
+
+def test_streams_and_paths_are_read_block_by_block(index: MatcherIndex, tmp_path: Path) -> None:
+    log = NOISE * 3000 + "RuntimeError: Browser script result failed.\n" + NOISE * 10
+    path = tmp_path / "x.log"
+    path.write_text(log)
+    for source in (path, io.BytesIO(log.encode()), io.StringIO(log), log, log.encode()):
+        (match,) = index.match(source).matches  # type: ignore[arg-type]
+        assert match.line == 12001
+
+
+# ---- captures, suggestions, fuzzy, codes --------------------------------------------------
+
+
+def test_captures_are_whole_values_named_after_the_placeholders(index: MatcherIndex) -> None:
+    log = "VLLMValidationError: max_tokens must be at least 1, got 0."
+    (match,) = index.match(log).matches
+    assert match.id == "a93fea4459463c58"
+    assert match.captures == ["max_tokens", "0"]
+    assert match.capture_names == ["parameter_name", "value"]
+
+
+def test_did_you_mean_when_the_message_lists_the_valid_choices(index: MatcherIndex) -> None:
+    log = (
+        "ValueError: decode_backend must be one of ['flashinfer', 'cutlass', 'triton'], got 'trito'"
+    )
+    (match,) = index.match(log).matches
+    assert match.id == "d0a42686e0448dcd"
+    assert match.suggestion == "did you mean 'triton'?"
+
+
+def test_reworded_message_comes_back_as_a_fuzzy_near_miss(index: MatcherIndex) -> None:
+    log = "ValueError: Must provide an even number of non keyword arguments\n"
+    (match,) = index.match(log).matches
+    assert match.id == "3270e932489110b1"
+    assert match.method == "fuzzy"
+    assert DEFAULT_MIN_SCORE <= match.score < 0.9
+
+
+def test_error_code_in_the_knowledge_base_is_found_but_log_levels_are_not(
+    index: MatcherIndex,
+) -> None:
+    (match,) = index.match("AxiosError: ERR_BAD_RESPONSE something else\n").matches
+    assert match.id == "00000000000000cc"
+    assert match.method == "code"
+    assert index.match("ERROR INFO WARN FATAL\n").matches == []
+
+
+# ---- safety -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "a" * 50_000,
+        "Expected " + "x but got " * 5_000 + " for y in",
+        "token " + "abc " * 12_000 + "repeated as",
+    ],
+)
+def test_hostile_lines_never_hang(index: MatcherIndex, line: str) -> None:
+    started = time.perf_counter()
+    index.match(line + "\n" + line + "\n")
+    assert time.perf_counter() - started < 2.0
+
+
+def test_guarded_pattern_still_matches_through_its_bounded_fallback(index: MatcherIndex) -> None:
+    (match,) = index.match("token abc repeated as abc here\n", min_score=0).matches
+    assert match.id == "00000000000000bb"
+    assert index.match("token abc repeated as xyz here\n", min_score=0).matches == []
+
+
+# ---- the cache ----------------------------------------------------------------------------
+
+
+def test_cache_for_another_revision_is_ignored(index: MatcherIndex, tmp_path: Path) -> None:
+    build_index(sources_from_records(fixture_records()[:3]), tmp_path, "rev-a")
+    assert load_index(tmp_path, "rev-a") is not None
+    assert load_index(tmp_path, "rev-b") is None
+
+
+def test_missing_or_corrupt_cache_loads_as_none(tmp_path: Path) -> None:
+    assert load_index(tmp_path, "x") is None
+    (tmp_path / CACHE_FILE).write_bytes(b"not a database")
+    assert load_index(tmp_path, "x") is None
+
+
+def test_cache_is_written_atomically_and_is_self_sufficient(tmp_path: Path) -> None:
+    build_index(sources_from_records(fixture_records()), tmp_path, "r1")
+    assert sorted(p.name for p in tmp_path.iterdir()) == [CACHE_FILE]
+    loaded = load_index(tmp_path, "r1")
+    assert loaded is not None
+    report = loaded.match(FIXTURES / "paste.log")
+    assert {m.id for m in report.matches} == {
+        "aa8d7e3a38cd7b97",
+        "765d8cebe29fa6d4",
+        "47b1f16ae78d5108",
+    }
+
+
+def test_prepared_patterns_from_the_importer_are_used_as_given(tmp_path: Path) -> None:
+    from kb.patterns import prepare
+
+    src = PatternSource(
+        id="00000000000000ee",
+        repo="x/y",
+        message_pattern="(",  # invalid: matches through its message text
+        error_message="Totally broken pattern for {thing} here",
+        error_class="ValueError",
+        error_code=None,
+        file_path="y/z.py",
+        line_number=3,
+        prepared=prepare("(", "Totally broken pattern for {thing} here"),
+    )
+    loaded = build_index([src], tmp_path, "r")
+    (match,) = loaded.match("ValueError: Totally broken pattern for gizmo here").matches
+    assert match.id == "00000000000000ee" and match.captures == ["gizmo"]
+
+
+# ---- the full shared corpus (skipped when ../shared is not there) ---------------------------
+
+
+def _corpus_dir() -> Path | None:
+    for candidate in (
+        Path(os.environ.get("KB_CORPUS", "")),
+        Path(__file__).resolve().parents[2] / "shared" / "corpus",
+        Path("/work/shared/corpus"),
+    ):
+        if (candidate / "records.jsonl.gz").is_file():
+            return candidate
+    return None
+
+
+def _corpus_records(corpus: Path) -> Iterator[dict[str, Any]]:
+    with gzip.open(corpus / "records.jsonl.gz", "rt", encoding="utf-8") as fh:
+        for line in fh:
+            yield json.loads(line)["record"]
+
+
+@pytest.fixture(scope="module")
+def corpus_index(tmp_path_factory: pytest.TempPathFactory) -> tuple[MatcherIndex, Path]:
+    corpus = _corpus_dir()
+    if corpus is None:
+        pytest.skip("the shared corpus is not available")
+    cache = tmp_path_factory.mktemp("corpus-cache")
+    return build_index(sources_from_records(_corpus_records(corpus)), cache, "corpus"), corpus
+
+
+@pytest.mark.parametrize("name", ["paste", "big"])
+def test_full_corpus_finds_every_planted_error_at_its_line(
+    corpus_index: tuple[MatcherIndex, Path], name: str
+) -> None:
+    index, corpus = corpus_index
+    expected = json.loads((corpus / "logs" / f"{name}.expected.json").read_text())
+    report = index.match(corpus / "logs" / f"{name}.log")
+    by_line: dict[int, set[str]] = {}
+    for m in report.matches:
+        ids = {m.id, *m.duplicates, *(a for a, _ in m.alternatives)}
+        for line in (m.line, *m.other_lines):
+            by_line.setdefault(line, set()).update(ids)
+    missed = [p for p in expected["planted"] if p["id"] not in by_line.get(p["line"], set())]
+    assert missed == []
+    planted_lines = {p["line"] for p in expected["planted"]}
+    assert [m.line for m in report.matches if m.line not in planted_lines] == []
