@@ -243,6 +243,86 @@ def match(
 
 
 @cli.command()
+@click.argument("words", nargs=-1, metavar="[QUERY]")
+@click.option("--repo", help="Only this repository (owner/name).")
+@click.option("--tag", help="Only records with this tag.")
+@click.option("--error-class", help="Only this exception class, e.g. ValueError.")
+@click.option("--code", help="Only this error code.")
+@click.option(
+    "--type",
+    "error_type",
+    type=click.Choice(["exception", "error_code", "console", "http", "validation", "panic"]),
+    help="Only this error type.",
+)
+@click.option(
+    "--severity",
+    type=click.Choice(["critical", "error", "warning", "info"]),
+    help="Only this severity.",
+)
+@click.option("--limit", type=click.IntRange(1, 1000), default=10, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Same as --format json.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json", "markdown"]),
+    default="text",
+    show_default=True,
+    help="Text for people, markdown for tickets, JSON for programs.",
+)
+@click.pass_context
+def search(
+    ctx: click.Context,
+    words: tuple[str, ...],
+    repo: str | None,
+    tag: str | None,
+    error_class: str | None,
+    code: str | None,
+    error_type: str | None,
+    severity: str | None,
+    limit: int,
+    as_json: bool,
+    fmt: str,
+) -> None:
+    """Look records up by words, an id, slug or error code, and filters.
+
+    Words from a message, identifiers (backend_per_kind), dotted and slashed names
+    (torch.cuda, vllm/config/attention.py) and "quoted phrases" all work; filters work with
+    or without a query. Misspelt words are corrected ("did you mean"). Exit 1 when nothing
+    is found.
+
+    \b
+    Example:
+      kb search unknown kv cache group kind
+      kb search --repo pandas-dev/pandas --error-class KeyError "not in index"
+    """
+    from kb import render
+
+    query = " ".join(words).strip() or None
+    response = open_kb(ctx).search(
+        query,
+        repo=repo,
+        tag=tag,
+        error_class=error_class,
+        code=code,
+        error_type=error_type,
+        severity=severity,
+        limit=limit,
+    )
+    if as_json or fmt == "json":
+        click.echo(render.to_json(response.as_dict()))
+    elif not response.results:
+        what = f"for {render.safe(query, multiline=False)!r}" if query else "with these filters"
+        click.echo(f"Nothing found {what}.", err=True)
+        for suggestion in response.suggestions:
+            click.echo(f"Did you mean: {render.safe(suggestion, multiline=False)}?", err=True)
+    elif fmt == "markdown":
+        click.echo(render.search_markdown(response), nl=False)
+    else:
+        click.echo(render.search_text(response, render.Style(use_color())), nl=False)
+    ctx.exit(EXIT_OK if response.results else EXIT_NOTHING_FOUND)
+
+
+@cli.command()
 @click.argument("key", metavar="ID_OR_SLUG")
 @format_option
 @click.pass_context

@@ -23,6 +23,7 @@ from kb.records import COLUMNS, Record
 
 if TYPE_CHECKING:
     from kb.matcher import MatcherIndex, MatchReport, PatternSource
+    from kb.search import SearchResponse
 
 
 def record_from_row(row: Any) -> Record:
@@ -181,6 +182,25 @@ class KnowledgeBase:
             candidates = [(row.id, row.repo, row.slug) for row in rows]
             raise Ambiguous(f"{key!r} names {len(rows)} records", candidates)
         return record_from_row(rows[0]).to_dataset()
+
+    def search(
+        self,
+        query: str | None = None,
+        *,
+        repo: str | None = None,
+        tag: str | None = None,
+        error_class: str | None = None,
+        code: str | None = None,
+        error_type: str | None = None,
+        severity: str | None = None,
+        limit: int = 10,
+    ) -> SearchResponse:
+        """Records by words, an id, slug or code, and/or filters; best first."""
+        from kb.search import Filters, Searcher
+
+        filters = Filters(repo, tag, error_class, code, error_type, severity)
+        with self._connect() as conn:
+            return Searcher(conn).search(query, filters, limit)
 
     def stats(self) -> dict[str, Any]:
         """Totals by repository, type and severity, and the last imports."""

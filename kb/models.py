@@ -12,6 +12,7 @@ from typing import Any, Final, cast
 from sqlalchemy import (
     JSON,
     Boolean,
+    Connection,
     DateTime,
     ForeignKey,
     Index,
@@ -20,6 +21,7 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    event,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -42,7 +44,10 @@ class RecordRow(Base):
 
     __tablename__ = "records"
 
-    id: Mapped[str] = mapped_column(String(16), primary_key=True)
+    # An integer key that never changes (SQLite's VACUUM may renumber an implicit rowid), so
+    # the full-text index can refer to rows by it; `id` is the dataset's key.
+    key: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    id: Mapped[str] = mapped_column(String(16), unique=True)
     repo: Mapped[str] = mapped_column(String(200), index=True)
     slug: Mapped[str] = mapped_column(String(200), index=True)
     error_code: Mapped[str | None] = mapped_column(String(200), index=True)
@@ -122,6 +127,44 @@ class Meta(Base):
     value: Mapped[str] = mapped_column(Text)
 
 
+# The full-text index (search.py): FTS5 over the records' words, kept in step by triggers.
+# Same statements as migrations/versions/0002; tests prove create_all and upgrade agree.
+FTS_COLUMNS: Final = (
+    "slug",
+    "error_message",
+    "error_code",
+    "error_class",
+    "repo",
+    "file_path",
+    "tags",
+    "documentation",
+    "trigger_scenarios",
+    "common_situations",
+    "solutions",
+)
+_COLS = ", ".join(FTS_COLUMNS)
+_NEW = ", ".join(f"new.{c}" for c in FTS_COLUMNS)
+_OLD = ", ".join(f"old.{c}" for c in FTS_COLUMNS)
+SQLITE_FTS_DDL: Final = (
+    f"CREATE VIRTUAL TABLE records_fts USING fts5({_COLS}, content='records', "
+    "content_rowid='key', tokenize='porter unicode61 remove_diacritics 2')",
+    f"CREATE TRIGGER records_fts_insert AFTER INSERT ON records BEGIN "
+    f"INSERT INTO records_fts(rowid, {_COLS}) VALUES (new.key, {_NEW}); END",
+    f"CREATE TRIGGER records_fts_delete AFTER DELETE ON records BEGIN "
+    f"INSERT INTO records_fts(records_fts, rowid, {_COLS}) VALUES ('delete', old.key, {_OLD}); "
+    "END",
+    f"CREATE TRIGGER records_fts_update AFTER UPDATE ON records BEGIN "
+    f"INSERT INTO records_fts(records_fts, rowid, {_COLS}) VALUES ('delete', old.key, {_OLD}); "
+    f"INSERT INTO records_fts(rowid, {_COLS}) VALUES (new.key, {_NEW}); END",
+)
+
+
+def _create_fts(target: Table, connection: Connection, **_kw: Any) -> None:
+    if connection.dialect.name == "sqlite":
+        for statement in SQLITE_FTS_DDL:
+            connection.exec_driver_sql(statement)
+
+
 def _table(model: type[Base]) -> Table:
     return cast(Table, model.__table__)
 
@@ -131,3 +174,5 @@ RECORDS: Final = _table(RecordRow)
 RECORD_TAGS: Final = _table(RecordTag)
 IMPORT_RUNS: Final = _table(ImportRun)
 META: Final = _table(Meta)
+
+event.listen(RECORDS, "after_create", _create_fts)

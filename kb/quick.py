@@ -17,7 +17,7 @@ from typing import Any, Final
 from kb.records import COLUMNS, Record
 
 # The newest Alembic revision; tests/test_db.py proves it equals the scripts' head.
-HEAD_REVISION: Final = "0001"
+HEAD_REVISION: Final = "0002"
 _JSON_COLUMNS: Final = frozenset({"solutions", "prevention_tips", "tags"})
 
 

@@ -353,3 +353,51 @@ def matches_json(report: Any, records: dict[str, dict[str, Any]]) -> dict[str, A
         ],
         "stats": report.stats,
     }
+
+
+# --------------------------------------------------------------------------- search results
+
+
+def search_text(response: Any, style: Style) -> str:
+    """One block a result: id, repo, class, the message as a template, a summary, the command."""
+    out: list[str] = []
+    if response.corrected:
+        out.append(
+            style.dim(
+                f"No results for {safe(response.query, multiline=False)!r}; "
+                f"showing results for {safe(response.corrected, multiline=False)!r}."
+            )
+        )
+    shown = len(response.results)
+    if response.query:
+        head = (
+            f"{shown} of {response.total:,} results for {safe(response.query, multiline=False)!r}"
+        )
+    else:
+        head = f"{shown} of {response.total:,} records"
+    out.append(style.heading(head + (f" ({response.method})" if response.method else "")))
+    for number, result in enumerate(response.results, start=1):
+        facts = [safe(result.repo, multiline=False), safe(result.error_class, multiline=False)]
+        if result.error_code:
+            facts.append("code " + safe(result.error_code, multiline=False))
+        out += [
+            "",
+            f"{number}. {result.id}  " + " · ".join(f for f in facts if f),
+            "   " + style.title(_clip(result.error_message, 200)),
+        ]
+        if result.summary:
+            out.append("   " + safe(result.summary, multiline=False))
+        out.append("   " + style.dim(f"kb show {result.id}"))
+    return "\n".join(out) + "\n"
+
+
+def search_markdown(response: Any) -> str:
+    head = f"Results for {response.query!r}" if response.query else "Records"
+    lines = [f"### {_md_inline(head)} ({len(response.results)} of {response.total:,})", ""]
+    for result in response.results:
+        lines.append(
+            f"- `{result.id}` **{_md_inline(result.error_class or 'Error')}** "
+            f"({_md_inline(result.repo)}): {_md_inline(_clip(result.error_message, 200))}"
+            + (f" — {_md_inline(result.summary)}" if result.summary else "")
+        )
+    return "\n".join(lines) + "\n"

@@ -11,10 +11,16 @@ config = context.config
 target_metadata = Base.metadata
 
 
+def include_name(name: str | None, type_: str, parent_names: object) -> bool:
+    """Leave the FTS5 table and its shadow tables to the migrations that made them."""
+    return not (type_ == "table" and name is not None and name.startswith("records_fts"))
+
+
 def run_migrations_offline() -> None:
     context.configure(
         url=config.get_main_option("sqlalchemy.url"),
         target_metadata=target_metadata,
+        include_name=include_name,
         literal_binds=True,
         render_as_batch=True,
     )
@@ -26,14 +32,22 @@ def run_migrations_online() -> None:
     connection = config.attributes.get("connection")
     if connection is not None:
         context.configure(
-            connection=connection, target_metadata=target_metadata, render_as_batch=True
+            connection=connection,
+            target_metadata=target_metadata,
+            include_name=include_name,
+            render_as_batch=True,
         )
         with context.begin_transaction():
             context.run_migrations()
         return
     engine = create_engine(config.get_main_option("sqlalchemy.url") or "")
     with engine.begin() as conn:
-        context.configure(connection=conn, target_metadata=target_metadata, render_as_batch=True)
+        context.configure(
+            connection=conn,
+            target_metadata=target_metadata,
+            include_name=include_name,
+            render_as_batch=True,
+        )
         with context.begin_transaction():
             context.run_migrations()
 

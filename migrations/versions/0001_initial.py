@@ -38,6 +38,7 @@ def upgrade() -> None:
     )
     op.create_table(
         "records",
+        sa.Column("key", sa.Integer(), autoincrement=True, nullable=False),
         sa.Column("id", sa.String(length=16), nullable=False),
         sa.Column("repo", sa.String(length=200), nullable=False),
         sa.Column("slug", sa.String(length=200), nullable=False),
@@ -80,7 +81,8 @@ def upgrade() -> None:
             name=op.f("fk_records_import_id_import_runs"),
             ondelete="SET NULL",
         ),
-        sa.PrimaryKeyConstraint("id", name=op.f("pk_records")),
+        sa.PrimaryKeyConstraint("key", name=op.f("pk_records")),
+        sa.UniqueConstraint("id", name=op.f("uq_records_id")),
     )
     for column in ("repo", "slug", "error_code", "error_class", "import_id"):
         op.create_index(op.f(f"ix_records_{column}"), "records", [column], unique=False)

@@ -1,0 +1,198 @@
+"""`kb search`: words, identifiers, paths, exact look-ups, filters, typos and hostile input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kb.knowledge import KnowledgeBase
+from tests.conftest import RECORDS40, SEED, corpus_records, seed_record
+from tests.test_import import write_jsonl
+
+
+@pytest.fixture
+def loaded(invoke: Any) -> Any:
+    assert invoke("import", str(RECORDS40), str(SEED)).exit_code == 0
+    return invoke
+
+
+def ids_of(result: Any) -> list[str]:
+    return [r["id"] for r in json.loads(result.stdout)["results"]]
+
+
+SEED_ID = "46a1fcb95e0d367e"
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "unknown kv cache group kind",
+        "backend_per_kind",
+        "vllm/config/attention.py",
+        '"Valid kinds are"',
+        "KV CACHE Group",
+        "kinds valid",
+    ],
+)
+def test_words_identifiers_paths_and_phrases_find_the_record(loaded: Any, query: str) -> None:
+    result = loaded("search", query, "--json")
+    assert result.exit_code == 0, result.output
+    assert ids_of(result)[0] == SEED_ID
+
+
+def test_exact_id_slug_and_repo_slug_go_straight_to_the_record(loaded: Any) -> None:
+    record = seed_record()
+    for query in (SEED_ID, SEED_ID.upper(), record["slug"], f"{record['repo']}/{record['slug']}"):
+        out = json.loads(loaded("search", query, "--json").stdout)
+        assert out["method"] == "exact", query
+        assert [r["id"] for r in out["results"]] == [SEED_ID]
+        assert out["results"][0]["score"] == 1.0
+
+
+def test_exact_error_code(invoke: Any, tmp_path: Path) -> None:
+    coded = dict(seed_record(), id="00000000000000c0", errorCode="ERR_KV_KIND")
+    write_jsonl(tmp_path / "in.jsonl", [coded, *corpus_records(5)])
+    invoke("import", str(tmp_path / "in.jsonl"))
+    out = json.loads(invoke("search", "ERR_KV_KIND", "--json").stdout)
+    assert out["method"] == "exact" and ids_of_json(out) == ["00000000000000c0"]
+
+
+def ids_of_json(out: dict[str, Any]) -> list[str]:
+    return [r["id"] for r in out["results"]]
+
+
+def test_message_match_ranks_above_a_record_that_only_talks_about_it(
+    invoke: Any, tmp_path: Path
+) -> None:
+    base = seed_record()
+    wanted = dict(
+        base,
+        id="00000000000000a1",
+        slug="connection-pool-exhausted",
+        errorMessage="Connection pool exhausted after {timeout} seconds",
+        messagePattern="Connection pool exhausted after (.+?) seconds",
+        documentation="Raised when every connection is checked out.",
+    )
+    related = dict(
+        base,
+        id="00000000000000a2",
+        slug="retry-budget",
+        errorMessage="Retry budget spent for {host}",
+        messagePattern="Retry budget spent for (.+?)",
+        documentation=(
+            "Often follows a connection pool that is exhausted: when the connection pool is "
+            "exhausted, retries pile up. Connection pool exhausted errors come first."
+        ),
+    )
+    write_jsonl(tmp_path / "in.jsonl", [related, wanted, *corpus_records()])
+    invoke("import", str(tmp_path / "in.jsonl"))
+    out = json.loads(invoke("search", "connection pool exhausted", "--json").stdout)
+    assert ids_of_json(out)[:2] == ["00000000000000a1", "00000000000000a2"]
+    assert out["results"][0]["score"] > out["results"][1]["score"]
+
+
+@pytest.mark.parametrize(
+    ("option", "value_of"),
+    [
+        ("--repo", lambda r: r["repo"]),
+        ("--error-class", lambda r: r["errorClass"]),
+        ("--type", lambda r: r["errorType"]),
+        ("--severity", lambda r: r["severity"]),
+        ("--tag", lambda r: r["tags"][0]),
+    ],
+)
+def test_each_filter_with_and_without_a_query(loaded: Any, option: str, value_of: Any) -> None:
+    records = [*corpus_records(), seed_record()]
+    value = value_of(records[5])
+    expected = {r["id"] for r in records if _has(r, option, value)}
+    alone = json.loads(loaded("search", option, value, "--limit", "1000", "--json").stdout)
+    assert {r["id"] for r in alone["results"]} == expected
+    assert alone["total"] == len(expected)
+    word = records[5]["errorMessage"].split()[0]
+    with_query = loaded("search", option, value, "--limit", "1000", "--json", "--", word)
+    with_query = json.loads(with_query.stdout)
+    assert with_query["results"], word
+    assert {r["id"] for r in with_query["results"]} <= expected
+
+
+def _has(record: dict[str, Any], option: str, value: str) -> bool:
+    key = {
+        "--repo": "repo",
+        "--error-class": "errorClass",
+        "--type": "errorType",
+        "--severity": "severity",
+    }.get(option)
+    return value in record["tags"] if key is None else record[key] == value
+
+
+def test_code_filter(invoke: Any, tmp_path: Path) -> None:
+    coded = dict(seed_record(), id="00000000000000c1", errorCode="E0502")
+    write_jsonl(tmp_path / "in.jsonl", [coded, seed_record()])
+    invoke("import", str(tmp_path / "in.jsonl"))
+    out = json.loads(invoke("search", "kv cache", "--code", "E0502", "--json").stdout)
+    assert ids_of_json(out) == ["00000000000000c1"]
+
+
+def test_misspelt_words_are_corrected_and_the_output_says_so(loaded: Any) -> None:
+    result = loaded("search", "unknwn kv cahce groop")
+    assert result.exit_code == 0
+    assert "No results for 'unknwn kv cahce groop'; showing results for" in result.stdout
+    assert SEED_ID in result.stdout
+    out = json.loads(loaded("search", "unknwn kv cahce groop", "--json").stdout)
+    assert out["didYouMean"] and out["results"][0]["id"] == SEED_ID
+
+
+def test_nothing_found_exits_1_with_a_clean_message(loaded: Any) -> None:
+    result = loaded("search", "zzqxv")
+    assert result.exit_code == 1
+    assert result.stderr.strip() == "Nothing found for 'zzqxv'."
+    empty = loaded("search", "zzqxv", "--json")
+    assert empty.exit_code == 1
+    assert json.loads(empty.stdout)["results"] == []
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        '"unbalanced quote',
+        "kv AND OR NOT NEAR(",
+        "a* ^b -c +d :e {f} [g] (h)",
+        "'; DROP TABLE records; --",
+        '" OR 1=1 --',
+        "records_fts MATCH *",
+        "\x00\x1b[31m",
+        "kind " * 5000,
+        "ü" * 3000,
+        "***",
+    ],
+)
+def test_hostile_queries_never_break_the_search(loaded: Any, db_path: Path, query: str) -> None:
+    result = loaded("search", query, "--json")
+    assert result.exit_code in (0, 1), result.output
+    json.loads(result.stdout)
+    with KnowledgeBase(str(db_path)) as kb:
+        assert kb.stats()["records"] == 41
+
+
+def test_full_text_index_follows_updates(invoke: Any, tmp_path: Path) -> None:
+    record = seed_record()
+    invoke("import", str(SEED))
+    changed = dict(record, errorMessage="Quixotic frobnication of {kind}", slug="quixotic")
+    write_jsonl(tmp_path / "in.jsonl", [changed])
+    invoke("import", str(tmp_path / "in.jsonl"))
+    assert ids_of(invoke("search", "quixotic frobnication", "--json")) == [SEED_ID]
+    # The old message's own phrase is gone from the index (the prose still says "valid kinds").
+    assert invoke("search", '"Valid kinds are"', "--json").exit_code == 1
+
+
+def test_text_output_has_one_block_per_result(loaded: Any) -> None:
+    out = loaded("search", "backend_per_kind").stdout
+    assert out.splitlines()[0] == "1 of 1 results for 'backend_per_kind' (all-words)"
+    assert f"1. {SEED_ID}  vllm-project/vllm · ValueError" in out
+    assert "   Unknown KV cache group kind '{kind}' in backend_per_kind." in out
+    assert f"   kb show {SEED_ID}" in out
+    markdown = loaded("search", "backend_per_kind", "--format", "markdown").stdout
+    assert markdown.startswith("### Results for 'backend\\_per\\_kind' (1 of 1)")
