@@ -200,7 +200,8 @@ class KnowledgeBase:
 
         filters = Filters(repo, tag, error_class, code, error_type, severity)
         with self._connect() as conn:
-            return Searcher(conn).search(query, filters, limit)
+            revision = get_meta(conn, "revision") or "empty"
+            return Searcher(conn, self.cache_dir(), revision).search(query, filters, limit)
 
     def stats(self) -> dict[str, Any]:
         """Totals by repository, type and severity, and the last imports."""

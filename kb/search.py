@@ -7,9 +7,11 @@ quoted FTS phrases and bound parameters, never query syntax or SQL.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Final
 
 from sqlalchemy import Float, and_, exists, false, func, or_, select
@@ -43,6 +45,7 @@ MAX_TERMS: Final = 40  # FTS cost grows with terms; the first 40 words carry the
 DEFAULT_LIMIT: Final = 10
 SUGGEST_CUTOFF: Final = 80  # rapidfuzz ratio a correction needs; lower suggests nonsense
 SUMMARY_CHARS: Final = 160
+RELAX_MAX_TERMS: Final = 8  # up to this many words a failed AND retries as "all but one"
 
 TERM_RE: Final = re.compile(r'"([^"]*)"?|(\S+)')
 WORD_RE: Final = re.compile(r"[^\W_]+", re.UNICODE)
@@ -106,7 +109,7 @@ class SearchResponse:
     results: list[SearchResult]
     total: int
     query: str | None
-    method: str  # exact | all-words | any-word | filters | none
+    method: str  # exact | all-words | most-words | any-word | filters | none
     corrected: str | None = None  # the query actually run, when "did you mean" changed it
     suggestions: list[str] = field(default_factory=list)
 
@@ -169,9 +172,11 @@ def _result(row: Any, score: float) -> SearchResult:
 
 
 class Searcher:
-    def __init__(self, conn: Connection) -> None:
+    def __init__(self, conn: Connection, cache: Path | None = None, revision: str = "") -> None:
         self.conn = conn
         self.fts = conn.dialect.name == "sqlite"
+        self.cache = cache  # where the vocabulary for "did you mean" is kept between runs
+        self.revision = revision
 
     def search(
         self, query: str | None, filters: Filters = Filters(), limit: int = DEFAULT_LIMIT
@@ -186,23 +191,30 @@ class Searcher:
         terms = terms_of(query)
         if not terms:
             return SearchResponse([], 0, query, "none")
-        found = self._words(terms, filters, limit, every=True)
+        found = self._words(terms, filters, limit, "all")
         if found.total:
             found.query = query
             return found
         corrected = self._correct(terms)
         if corrected != terms:
-            found = self._words(corrected, filters, limit, every=True)
+            found = self._words(corrected, filters, limit, "all")
             if found.total:
                 found.query = query
                 found.corrected = " ".join(corrected)
                 return found
         if len(terms) > 1:
-            for candidate in (terms, corrected):
-                found = self._words(candidate, filters, limit, every=False)
+            tries = [
+                (candidate, mode)
+                for mode in ("most", "any")
+                for candidate in dict.fromkeys((tuple(corrected), tuple(terms)))
+            ]
+            for candidate, mode in tries:
+                if mode == "most" and len(candidate) > RELAX_MAX_TERMS:
+                    continue
+                found = self._words(candidate, filters, limit, mode)
                 if found.total:
                     found.query = query
-                    found.corrected = " ".join(candidate) if candidate != terms else None
+                    found.corrected = " ".join(candidate) if list(candidate) != terms else None
                     return found
         return SearchResponse(
             [], 0, query, "none", suggestions=[" ".join(corrected)] if corrected != terms else []
@@ -248,19 +260,20 @@ class Searcher:
         return SearchResponse([_result(row, 1.0) for row in rows[:limit]], total, query, "exact")
 
     def _words(
-        self, terms: Sequence[str], filters: Filters, limit: int, every: bool
+        self, terms: Sequence[str], filters: Filters, limit: int, mode: str
     ) -> SearchResponse:
-        method = "all-words" if every else "any-word"
+        """Records with all the words, all but one of them ("most"), or any one."""
+        method = f"{mode}-words" if mode != "any" else "any-word"
         if self.fts:
-            return self._fts(terms, filters, limit, every, method)
-        return self._like(terms, filters, limit, every, method)
+            return self._fts(terms, filters, limit, mode, method)
+        return self._like(terms, filters, limit, mode == "all", method)
 
     def _fts(
-        self, terms: Sequence[str], filters: Filters, limit: int, every: bool, method: str
+        self, terms: Sequence[str], filters: Filters, limit: int, mode: str, method: str
     ) -> SearchResponse:
         from sqlalchemy import column, literal_column, table
 
-        expression = (" AND " if every else " OR ").join(fts_phrase(term) for term in terms)
+        expression = self._expression(terms, mode)
         fts = table("records_fts", column("rowid"))
         weights = ", ".join(str(w) for w in BM25_WEIGHTS.values())
         rank = literal_column(f"bm25(records_fts, {weights})", type_=Float).label("rank")
@@ -282,6 +295,21 @@ class Searcher:
         # bm25 is negative, lower is better; -bm25 / (1 - bm25) maps it into (0, 1).
         results = [_result(row, -row.rank / (1.0 - row.rank)) for row in rows]
         return SearchResponse(results, int(total), None, method)
+
+    @staticmethod
+    def _expression(terms: Sequence[str], mode: str) -> str:
+        """FTS5 syntax for the terms, each a quoted phrase. "most" is all-but-one (any one
+        word may be the stray), which ranks far fewer rows than a plain OR of common words."""
+        phrases = [fts_phrase(term) for term in terms]
+        if mode == "all" or len(phrases) == 1:
+            return " AND ".join(phrases)
+        if mode == "any":
+            return " OR ".join(phrases)
+        groups = [
+            "(" + " AND ".join(p for j, p in enumerate(phrases) if j != skip) + ")"
+            for skip in range(len(phrases))
+        ]
+        return " OR ".join(groups)
 
     def _like(
         self, terms: Sequence[str], filters: Filters, limit: int, every: bool, method: str
@@ -333,7 +361,30 @@ class Searcher:
         return [fixed.get(term, term) for term in terms]
 
     def vocabulary(self) -> list[str]:
-        """Words people search by: slug words, classes, codes and repository names."""
+        """Words people search by: slug words, classes, codes and repository names.
+
+        Built once per knowledge-base revision and kept in the cache folder: collecting it
+        reads every record, which is most of a corrected search's time."""
+        if self.cache is None:
+            return self._collect_vocabulary()
+        path = self.cache / f"vocabulary-{self.revision}.txt"
+        try:
+            return path.read_text(encoding="utf-8").splitlines()
+        except OSError:
+            pass
+        words = self._collect_vocabulary()
+        try:
+            self.cache.mkdir(parents=True, exist_ok=True)
+            for old in self.cache.glob("vocabulary-*.txt"):
+                old.unlink(missing_ok=True)
+            temporary = path.with_suffix(f".tmp{os.getpid()}")
+            temporary.write_text("\n".join(words), encoding="utf-8")
+            os.replace(temporary, path)
+        except OSError:
+            pass  # a read-only cache only costs speed
+        return words
+
+    def _collect_vocabulary(self) -> list[str]:
         words: set[str] = set()
         r = RECORDS.c
         rows = self.conn.execute(select(r.slug, r.error_class, r.error_code, r.repo).distinct())
