@@ -25,7 +25,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
 from kb.errors import DatabaseError, InputError
-from kb.models import IMPORT_RUNS, META, RECORD_TAGS, RECORDS
+from kb.models import FTS_COLUMNS, IMPORT_RUNS, META, RECORD_TAGS, RECORDS
 from kb.records import (
     COLUMNS,
     FieldError,
@@ -575,6 +575,9 @@ class Importer:
                 row["b_id"] = row.pop("id")
                 updates.append(row)
                 self.report.updated += 1
+        fts = self.conn.dialect.name == "sqlite"
+        if fts and updates:
+            _fts_update(self.conn, [row["b_id"] for row in updates], "delete")
         if inserts:
             _bulk_insert(self.conn, inserts)
         if updates:
@@ -589,6 +592,9 @@ class Importer:
             self.conn.execute(
                 delete(tags).where(tags.c.record_id.in_([row["b_id"] for row in updates]))
             )
+        if fts and (inserts or updates):
+            changed_ids = [row["id"] for row in inserts] + [row["b_id"] for row in updates]
+            _fts_update(self.conn, changed_ids, "insert")
         tag_rows = [
             {"record_id": record_id, "tag": tag}
             for record_id, (record, _v, _i) in batch.items()
@@ -631,6 +637,30 @@ def _bulk_insert(conn: Connection, rows: list[dict[str, Any]]) -> None:
     ]
     sql = f"INSERT INTO {table.name} ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})"
     conn.exec_driver_sql(sql, params)
+
+
+_FTS_COLUMNS: Final = ", ".join(FTS_COLUMNS)
+
+
+def _fts_update(conn: Connection, ids: list[str], action: str) -> None:
+    """Add the records' current text to the full-text index, or ("delete") take it out.
+
+    An external-content FTS5 table must be told the old text to forget it, so deletes run
+    before the rows change and inserts after."""
+    for start in range(0, len(ids), 500):
+        chunk = ids[start : start + 500]
+        marks = ", ".join("?" * len(chunk))
+        if action == "delete":
+            sql = (
+                f"INSERT INTO records_fts(records_fts, rowid, {_FTS_COLUMNS}) "
+                f"SELECT 'delete', key, {_FTS_COLUMNS} FROM records WHERE id IN ({marks})"
+            )
+        else:
+            sql = (
+                f"INSERT INTO records_fts(rowid, {_FTS_COLUMNS}) "
+                f"SELECT key, {_FTS_COLUMNS} FROM records WHERE id IN ({marks})"
+            )
+        conn.exec_driver_sql(sql, tuple(chunk))
 
 
 def _is_repository_entry(value: dict[str, Any]) -> bool:

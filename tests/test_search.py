@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -177,7 +178,7 @@ def test_hostile_queries_never_break_the_search(loaded: Any, db_path: Path, quer
         assert kb.stats()["records"] == 41
 
 
-def test_full_text_index_follows_updates(invoke: Any, tmp_path: Path) -> None:
+def test_full_text_index_follows_updates(invoke: Any, tmp_path: Path, db_path: Path) -> None:
     record = seed_record()
     invoke("import", str(SEED))
     changed = dict(record, errorMessage="Quixotic frobnication of {kind}", slug="quixotic")
@@ -186,6 +187,9 @@ def test_full_text_index_follows_updates(invoke: Any, tmp_path: Path) -> None:
     assert ids_of(invoke("search", "quixotic frobnication", "--json")) == [SEED_ID]
     # The old message's own phrase is gone from the index (the prose still says "valid kinds").
     assert invoke("search", '"Valid kinds are"', "--json").exit_code == 1
+    invoke("import", str(RECORDS40), str(tmp_path / "in.jsonl"), str(SEED))
+    with sqlite3.connect(db_path) as conn:  # the index agrees with the records, row for row
+        conn.execute("INSERT INTO records_fts(records_fts, rank) VALUES ('integrity-check', 1)")
 
 
 def test_text_output_has_one_block_per_result(loaded: Any) -> None:

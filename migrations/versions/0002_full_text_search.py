@@ -1,4 +1,4 @@
-"""Full-text index over the records (FTS5 on SQLite), kept in step by triggers.
+"""Full-text index over the records (FTS5 on SQLite), kept in step by the importer.
 
 Revision ID: 0002
 Revises: 0001
@@ -21,28 +21,12 @@ COLUMNS = (
     "slug, error_message, error_code, error_class, repo, file_path, tags, "
     "documentation, trigger_scenarios, common_situations, solutions"
 )
-NEW = ", ".join(f"new.{c.strip()}" for c in COLUMNS.split(","))
-OLD = ", ".join(f"old.{c.strip()}" for c in COLUMNS.split(","))
-
 UPGRADE = (
     f"CREATE VIRTUAL TABLE records_fts USING fts5({COLUMNS}, content='records', "
     "content_rowid='key', tokenize='porter unicode61 remove_diacritics 2')",
-    f"CREATE TRIGGER records_fts_insert AFTER INSERT ON records BEGIN "
-    f"INSERT INTO records_fts(rowid, {COLUMNS}) VALUES (new.key, {NEW}); END",
-    f"CREATE TRIGGER records_fts_delete AFTER DELETE ON records BEGIN "
-    f"INSERT INTO records_fts(records_fts, rowid, {COLUMNS}) VALUES ('delete', old.key, {OLD}); "
-    "END",
-    f"CREATE TRIGGER records_fts_update AFTER UPDATE ON records BEGIN "
-    f"INSERT INTO records_fts(records_fts, rowid, {COLUMNS}) VALUES ('delete', old.key, {OLD}); "
-    f"INSERT INTO records_fts(rowid, {COLUMNS}) VALUES (new.key, {NEW}); END",
     "INSERT INTO records_fts(records_fts) VALUES ('rebuild')",
 )
-DOWNGRADE = (
-    "DROP TRIGGER IF EXISTS records_fts_update",
-    "DROP TRIGGER IF EXISTS records_fts_delete",
-    "DROP TRIGGER IF EXISTS records_fts_insert",
-    "DROP TABLE IF EXISTS records_fts",
-)
+DOWNGRADE = ("DROP TABLE IF EXISTS records_fts",)
 
 
 def upgrade() -> None:
