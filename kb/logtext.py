@@ -54,8 +54,9 @@ PREFIX_RE = re.compile(
     r"|[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d [\w.\-]+ [\w.\-/]+(?:\[\d+\])?: "  # syslog
     r"|\[?(?:TRACE|DEBUG|INFO|NOTICE|WARN|WARNING|ERROR|ERR|CRITICAL|FATAL|SEVERE|PANIC)\]?:? +"
     r"|\[[\w.\-/:]{1,60}\] "  # "[http] ", "[loggers.py:123] ", "[worker-3] "
-    r"|E {1,3}(?=\S)"  # pytest's failure lines
+    r"|E {1,24}(?=\S)"  # pytest's failure lines, indented like the code above them
     r"|> ?(?=\S)"  # a quoted paste
+    r"|\s{0,12}\| "  # Python's exception groups: "    | ValueError: ..."
     r"|#\d+ \d+\.\d+ "  # docker build: "#12 3.456 "
     r")"
 )
@@ -93,10 +94,15 @@ _FRAME_RES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ),
     ("ruby", re.compile(r"^\s*(?:from )?(?P<path>[^\s:]+\.rb):(?P<line>\d+):in")),
     ("php", re.compile(r"^#\d+ (?P<path>[^()\s]+\.php)\((?P<line>\d+)\)")),
-    ("pytest", re.compile(r"^(?P<path>[^\s:]+\.py):(?P<line>\d+): (?P<func>\w+)\s*$")),
+    # pytest's long report: "path.py:123: in test_x" for each frame, "path.py:7891: KeyError"
+    # under the E lines for the raise site.
+    (
+        "pytest",
+        re.compile(r"^(?P<path>[^\s:]+\.py):(?P<line>\d+): (?:in (?P<func>\S+)|[\w.]+)\s*$"),
+    ),
 )
 # Styles that print the innermost frame first (under the message) rather than last.
-INNERMOST_FIRST = frozenset({"java", "csharp", "js", "go", "ruby", "php"})
+INNERMOST_FIRST = frozenset({"java", "csharp", "js", "go", "ruby", "php", "pytest"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,7 +138,7 @@ class Frame:
 
 def parse_frame(line: str) -> Frame | None:
     """A stack frame on this line, in any of the known formats, or None."""
-    text = strip_prefix(line) if line[:1] not in (" ", "\t") else line
+    text = strip_prefix(line)
     for style, regex in _FRAME_RES:
         m = regex.search(text)
         if m:

@@ -51,6 +51,9 @@ CACHE_FILE = "matcher.sqlite3"
 DEFAULT_MIN_SCORE = 0.5
 # Scores never claim certainty: 1.0 is reserved.
 MAX_SCORE = 0.99
+# Most lines between two frames of one traceback (source line, ^^^^ markers; IPython: context).
+FRAME_GAP = 4
+FRAME_GAP_JUPYTER = 16
 # Lines of earlier blocks kept for context (tracebacks above a message, messages split over lines).
 CARRY_LINES = 96
 # Lines after a hit that may still hold its stack frames (JavaScript, Java, Go print them below).
@@ -70,6 +73,8 @@ FUZZY_MAX_QUERIES = 40
 FUZZY_MIN_CHARS = 16
 # At most this many equally good near-duplicates are listed as alternatives.
 MAX_TIES = 20
+# Match.other_lines keeps this many lines where the same error occurs again.
+MAX_OTHER_LINES = 100
 # Match.duplicates lists every tying record (one message raised from 445 model files), capped.
 MAX_DUPLICATES = 1000
 # Words shaped like codes that name log levels or protocols, never error codes.
@@ -498,6 +503,7 @@ class _Scan:
         self.fuzzy_lines: set[int] = set()
         self.claimed: set[int] = set()
         self.tb_done: set[int] = set()
+        self.by_key: dict[tuple[str, tuple[str, ...]], Match] = {}
 
 
 class MatcherIndex:
@@ -717,6 +723,12 @@ class MatcherIndex:
                     exc = logtext.exception_of(logtext.strip_prefix(lines[li]))
                     if exc is not None:
                         scan.errors[g] = exc
+                    if g not in scan.frames and ".py:" in lines[li]:
+                        # pytest prints the raise site as "path.py:7891: KeyError"
+                        frame = logtext.parse_frame(lines[li])
+                        if frame is not None and frame.style == "pytest":
+                            scan.frames[g] = (scan.line_nos[li], frame)
+                            scan.errors.pop(g, None)
         self._load_patterns(p for p, _ in pending_patterns)
         limit = len(lines) if final else len(lines) - LOOKAHEAD_LINES
         for p, li in pending_patterns:
@@ -883,8 +895,10 @@ class MatcherIndex:
         prev_g = -(10**9)
         for g in sorted(scan.frames):
             line_no, frame = scan.frames[g]
+            # IPython shows several source lines around each frame.
+            gap = FRAME_GAP_JUPYTER if frame.style == "jupyter" else FRAME_GAP
             if run and (
-                g - prev_g > 4
+                g - prev_g > gap
                 or (g - 1) in scan.errors
                 or (
                     frame.style != run[-1][2].style
@@ -1151,12 +1165,22 @@ class MatcherIndex:
             suggestion=_suggest(hit.captures),
             duplicates=[c.rec.id for c in all_ties[:MAX_DUPLICATES]],
         )
-        for seen in scan.matches:
-            if seen.id == match.id and seen.text == match.text:
-                seen.occurrences += 1
-                if len(seen.other_lines) < 100:
-                    seen.other_lines.append(match.line)
-                return True
+        # The same error again (a retry, pytest's short summary): one match, its other lines kept,
+        # the best-evidenced reading of it kept.
+        key = (match.id, tuple(match.captures)) if match.captures else (match.id, ())
+        seen = scan.by_key.get(key)
+        if seen is not None:
+            seen.occurrences += 1
+            if len(seen.other_lines) < MAX_OTHER_LINES:
+                seen.other_lines.append(match.line)
+            if match.score > seen.score:
+                seen.score = match.score
+                seen.method = match.method
+                seen.evidence = match.evidence
+                seen.alternatives = match.alternatives
+                seen.duplicates = match.duplicates
+            return True
+        scan.by_key[key] = match
         scan.matches.append(match)
         return True
 

@@ -443,3 +443,64 @@ def test_full_corpus_finds_every_planted_error_at_its_line(
     assert missed == []
     planted_lines = {p["line"] for p in expected["planted"]}
     assert [m.line for m in report.matches if m.line not in planted_lines] == []
+
+
+# ---- report formats people paste ------------------------------------------------------------
+
+PANDAS = "/home/me/.venv/lib/python3.11/site-packages/pandas"
+
+
+def test_jupyter_traceback_with_context_lines(index: MatcherIndex) -> None:
+    log = (
+        "---------------------------------------------------------------------------\n"
+        "KeyError                                  Traceback (most recent call last)\n"
+        "Cell In[3], line 4\n"
+        "      1 import pandas as pd\n"
+        '----> 4 df.set_index("customer_id")\n'
+        "\n"
+        f"File {PANDAS}/core/frame.py:7891, in DataFrame.set_index(self, keys, drop)\n"
+        "   7889         missing.append(col)\n"
+        "   7890 if missing:\n"
+        '-> 7891     raise KeyError(f"None of {missing} are in the columns")\n'
+        "\n"
+        "KeyError: \"None of ['customer_id'] are in the columns\"\n"
+    )
+    (match,) = index.match(log).matches
+    assert (match.id, match.line) == ("765d8cebe29fa6d4", 12)
+    assert "frame:pandas/core/frame.py:7891" in match.evidence
+
+
+def test_pytest_long_report_and_its_short_summary_are_one_match(index: MatcherIndex) -> None:
+    log = (
+        "    def test_index():\n"
+        '>       df.set_index("customer_id")\n'
+        "\n"
+        "tests/test_x.py:5: \n"
+        "_ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _\n"
+        '>           raise KeyError(f"None of {missing} are in the columns")\n'
+        "E           KeyError: \"None of ['customer_id'] are in the columns\"\n"
+        "\n"
+        f"{PANDAS}/core/frame.py:7891: KeyError\n"
+        "=========================== short test summary info ============================\n"
+        "FAILED tests/test_x.py::test_index - KeyError: \"None of ['customer_id'] are in the"
+        ' columns"\n'
+    )
+    (match,) = index.match(log).matches
+    assert (match.id, match.line, match.other_lines) == ("765d8cebe29fa6d4", 7, [11])
+    assert "frame:pandas/core/frame.py:7891" in match.evidence
+
+
+def test_exception_group_sub_tracebacks_are_read(index: MatcherIndex) -> None:
+    log = (
+        "  + Exception Group Traceback (most recent call last):\n"
+        '  |   File "/home/me/app.py", line 9, in <module>\n'
+        "  | ExceptionGroup: many (1 sub-exception)\n"
+        "  +-+---------------- 1 ----------------\n"
+        "    | Traceback (most recent call last):\n"
+        f'    |   File "{SITE}/openai/lib/browser.py", line 1093, in run\n'
+        "    | RuntimeError: Browser script result failed.\n"
+        "    +------------------------------------\n"
+    )
+    (match,) = index.match(log).matches
+    assert (match.id, match.line) == ("61fab2d5ba541a04", 7)
+    assert "frame:openai/lib/browser.py:1093" in match.evidence
