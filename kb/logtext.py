@@ -9,6 +9,7 @@ the few lines the matcher asks about, so a 20 MB log costs little more than read
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import IO
@@ -35,6 +36,10 @@ TERMINAL_WIDTHS = frozenset({80, 100, 120, 132, 160, 200})
 # A wrapped block has at least this many lines of exactly the wrap width when the width is
 # not a common one.
 WRAP_MIN_LINES = 3
+WRAP_MIN_WIDTH = 40
+WRAP_MAX_WIDTH = 400
+# Rows of one length looked at to decide whether they are wrapped.
+WRAP_SAMPLE = 64
 
 ANSI_RE = re.compile(
     r"\x1b\[[0-?]*[ -/]*[@-~]"  # CSI: colours, cursor moves
@@ -204,31 +209,52 @@ class LineBlock:
 
 
 def _starts_record(line: str) -> bool:
-    """Whether a line opens a new log record (so the line above was not wrapped into it)."""
+    """Whether a line opens a new log record or an indented block (so the line above was not
+    wrapped into it: a terminal cuts mid-word and carries on at column 0)."""
     m = PREFIX_RE.match(line)
-    return bool(m and m.end()) or line.startswith(("Traceback", "  File ", "During handling"))
+    return (
+        bool(m and m.end())
+        or line.startswith(("  ", "\t", "Traceback", "During handling", "The above"))
+        or EXCEPTION_RE.match(line) is not None
+    )
 
 
 def _wrap_width(lines: list[str]) -> int | None:
-    """The width a terminal wrapped these lines at, or None.
+    """The width a terminal or logger wrapped these lines at, or None.
 
-    Lines of exactly the widest length, followed by a line that does not open a record of its
-    own, and either a common terminal width or several different such lines."""
+    Wrapped rows all have exactly the wrap width and go on in a line that opens no record of its
+    own. The width is the commonest long length; it must be a usual terminal width with two
+    such rows (one if no line is longer), or any width with three, and most rows of that length
+    must go on."""
     if not lines:
         return None
     lengths = list(map(len, lines))
-    width = max(lengths)
-    if width < 40 or width > 400:
-        return None
-    at_width = [i for i, n in enumerate(lengths) if n == width and i + 1 < len(lines)]
-    followed = [i for i in at_width if lines[i + 1] and not _starts_record(lines[i + 1])]
-    if not followed:
-        return None
-    if width in TERMINAL_WIDTHS:
-        return width
-    distinct = {lines[i] for i in followed}
-    if width <= 250 and len(distinct) >= WRAP_MIN_LINES and len(followed) * 2 > len(at_width):
-        return width
+    common = Counter(n for n in lengths if WRAP_MIN_WIDTH <= n <= WRAP_MAX_WIDTH)
+    widest = max(lengths)
+    for width, _count in common.most_common(3):
+        checked = went_on = 0
+        distinct: set[str] = set()
+        start = 0
+        while checked < WRAP_SAMPLE:
+            try:
+                i = lengths.index(width, start)
+            except ValueError:
+                break
+            start = i + 1
+            if i + 1 >= len(lines):
+                break
+            checked += 1
+            if lines[i + 1] and not _starts_record(lines[i + 1]):
+                went_on += 1
+                distinct.add(lines[i])
+            elif checked >= 8 and went_on * 2 <= checked:
+                break  # most rows of this length are whole records: no wrapping here
+        if went_on * 2 <= checked:
+            continue
+        if len(distinct) >= WRAP_MIN_LINES:
+            return width
+        if width in TERMINAL_WIDTHS and (len(distinct) >= 2 or (distinct and width == widest)):
+            return width
     return None
 
 

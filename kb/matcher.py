@@ -44,7 +44,7 @@ __all__ = [
     "load_index",
 ]
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 CACHE_FILE = "matcher.sqlite3"
 # Below this a clean log (noise hitting generic patterns only) comes back empty; one specific
 # pattern on its own (0.56 and up) or a generic one with a frame clears it.
@@ -54,6 +54,8 @@ MAX_SCORE = 0.99
 # Most lines between two frames of one traceback (source line, ^^^^ markers; IPython: context).
 FRAME_GAP = 4
 FRAME_GAP_JUPYTER = 16
+# Path tails tried against the records' filePaths (a deep path has many).
+MAX_PATH_PARTS = 40
 # Lines of earlier blocks kept for context (tracebacks above a message, messages split over lines).
 CARRY_LINES = 96
 # Lines after a hit that may still hold its stack frames (JavaScript, Java, Go print them below).
@@ -71,6 +73,8 @@ FRAME_FILE_LINES = 40
 FUZZY_CUTOFF = 86.0
 FUZZY_MAX_QUERIES = 40
 FUZZY_MIN_CHARS = 16
+# Pastes this short get every line tried as a near miss, not only error-looking ones.
+SHORT_PASTE_LINES = 40
 # At most this many equally good near-duplicates are listed as alternatives.
 MAX_TIES = 20
 # Match.other_lines keeps this many lines where the same error occurs again.
@@ -98,6 +102,8 @@ W_CODE_CLASS = 0.2
 CLASS_CONFLICT = 0.8  # another exception class printed before the message
 USER_CODE = 0.85  # raised from code outside any known package
 GENERIC_CAP = 0.45  # a generic pattern without a frame or package behind it
+FOREIGN_FACTOR = 0.55  # raised inside another known library, the record's file nowhere in sight
+FOREIGN = -1.0  # marker weight from _frame_evidence
 
 _MARKERS: tuple[tuple[str, str], ...] = (
     ('File "', "frame"),
@@ -116,6 +122,7 @@ _MARKERS: tuple[tuple[str, str], ...] = (
     ("Fatal", "error"),
     ("panic", "error"),
     ("Failure", "error"),
+    (".py:", "pyloc"),
 )
 LIB_PATH_RE = re.compile(
     r"[/\\](?:site-packages|dist-packages|node_modules|\.cargo[/\\]registry|go[/\\]pkg[/\\]mod"
@@ -125,7 +132,13 @@ PACKAGE_RE = re.compile(r"(?:site-packages|dist-packages|node_modules)[/\\]([\w.
 # Source lines quoted in tracebacks (Python, IPython's numbered lines, JS, Rust).
 SOURCE_LINE_RE = re.compile(
     r"^\s*(?:-*>\s*)?(?:\d+\s+)?(?:raise|throw|panic!|assert|return|yield|await|except)\b"
+    r"|^\s+(?:[rbf]|rf|fr)?[\"']"  # a string literal continuing a statement
+    r"|^\s*[A-Za-z_]\w* = (?:<|[rbf]?[\"'])"  # an assignment; pytest's "self = <...>" locals
 )
+PYTEST_LOC_RE = re.compile(r"[^\s:]+\.py:\d+: ")
+DOTTED_CLASS_RE = re.compile(r"(?:^|\s)([a-z_]\w*(?:\.\w+)*)\.[A-Z]\w*:(?: |$)")
+UNFILLED_RE = re.compile(r"\{[\w.\[\]()'\"!:, ]*\}|%\(\w+\)[sdr]|%[sdr]")
+NUMBERED_SOURCE_RE = re.compile(r"^\s*(?:-*>\s*)?\d{1,6} ")
 _VALUE_RE = re.compile(r"'[^']*'|\"[^\"]*\"|\[[^\]]*\]|\([^)]*\)|\{[^}]*\}|<[^>]*>|\b\d[\w.]*")
 _SPACES_RE = re.compile(r"\s+")
 _CODE_BOUNDARY = re.compile(r"[\w-]")
@@ -522,7 +535,7 @@ class MatcherIndex:
         self._key_text: dict[int, str] = {}
         self._patterns: dict[int, _Pattern] = {}
         self._records: dict[int, _Record] = {}
-        self._file_cache: dict[str, list[tuple[int, int]]] = {}
+        self._file_cache: dict[str, tuple[str, list[tuple[int, int]]] | None] = {}
         self._packages: frozenset[str] | None = None
         self._fuzzy: tuple[list[str], list[int]] | None = None
 
@@ -606,19 +619,19 @@ class MatcherIndex:
     def _file_records(self, frame: Frame) -> tuple[str, list[tuple[int, int]]] | None:
         """(filePath, [(lineNumber, record)]) for the longest known path that the frame's path
         ends with, or None."""
-        for suffix in frame.path_suffixes():
-            hit = self._file_cache.get(suffix)
-            if hit is None:
-                hit = [
-                    (r[0], r[1])
-                    for r in self._con.execute(
-                        "SELECT line_number, rec FROM files WHERE file_path = ?", (suffix,)
-                    )
-                ]
-                self._file_cache[suffix] = hit
-            if hit:
-                return suffix, hit
-        return None
+        if frame.path in self._file_cache:
+            return self._file_cache[frame.path]
+        suffixes = list(frame.path_suffixes())[:MAX_PATH_PARTS]
+        marks = ",".join("?" * len(suffixes))
+        found: dict[str, list[tuple[int, int]]] = {}
+        for path, line_number, rec in self._con.execute(
+            f"SELECT file_path, line_number, rec FROM files WHERE file_path IN ({marks})",
+            suffixes,
+        ):
+            found.setdefault(path, []).append((line_number, rec))
+        result = next(((p, found[p]) for p in suffixes if p in found), None)
+        self._file_cache[frame.path] = result
+        return result
 
     def _known_packages(self) -> frozenset[str]:
         if self._packages is None:
@@ -719,16 +732,19 @@ class MatcherIndex:
                             scan.frames[g] = (scan.line_nos[li], frame)
                 elif kind == "traceback":
                     scan.headers.add(g)
+                elif kind == "pyloc":
+                    # pytest prints the raise site as "path.py:466: InvalidVersion"; one cheap
+                    # test first, ".py:" is everywhere in some logs ("[loggers.py:123]")
+                    if g not in scan.frames and PYTEST_LOC_RE.match(lines[li]):
+                        frame = logtext.parse_frame(lines[li])
+                        if frame is not None and frame.style == "pytest":
+                            scan.frames[g] = (scan.line_nos[li], frame)
                 elif g not in scan.errors:
                     exc = logtext.exception_of(logtext.strip_prefix(lines[li]))
                     if exc is not None:
                         scan.errors[g] = exc
-                    if g not in scan.frames and ".py:" in lines[li]:
-                        # pytest prints the raise site as "path.py:7891: KeyError"
-                        frame = logtext.parse_frame(lines[li])
-                        if frame is not None and frame.style == "pytest":
-                            scan.frames[g] = (scan.line_nos[li], frame)
-                            scan.errors.pop(g, None)
+                    if PYTEST_LOC_RE.match(lines[li]):
+                        scan.errors.pop(g, None)  # a pytest location line, read as a frame
         self._load_patterns(p for p, _ in pending_patterns)
         limit = len(lines) if final else len(lines) - LOOKAHEAD_LINES
         for p, li in pending_patterns:
@@ -798,7 +814,8 @@ class MatcherIndex:
                 continue
             scan.verified += 1
             captures = _captures(m, subject)
-            whole = _covers_message(subject, m.start(), m.end())
+            leading = pat.regex.startswith("^(")
+            whole = _covers_message(subject, m.start(), m.end(), leading)
             scan.hits.append(
                 _Hit(
                     scan.g0 + first,
@@ -878,18 +895,22 @@ class MatcherIndex:
                 out.append(_Tb(list(run), exc_g, style))
             else:
                 last_g = run[-1][0]
-                exc_g = next((g for g in range(last_g + 1, last_g + 8) if g in scan.errors), None)
-                if exc_g is None:
-                    # Python prints the exception unindented after the frames and their source
-                    # lines, whatever it looks like ("error: ...", a bare message).
-                    for g in range(last_g + 1, last_g + 8):
-                        li = g - scan.g0
-                        if not 0 <= li < len(scan.lines):
-                            break
-                        line = scan.lines[li]
-                        if line.strip() and not line[:1].isspace() and g not in scan.frames:
-                            exc_g = g
-                            break
+                # Python prints the exception after the frames and their source lines (IPython:
+                # numbered context lines), unindented, whatever it looks like ("error: ...").
+                exc_g = None
+                span = FRAME_GAP_JUPYTER + 8 if style == "jupyter" else 8
+                for g in range(last_g + 1, last_g + span):
+                    li = g - scan.g0
+                    if g in scan.frames:
+                        break
+                    if not 0 <= li < len(scan.lines):
+                        exc_g = g if g in scan.errors else None
+                        break
+                    line = logtext.strip_prefix(scan.lines[li])
+                    if not line.strip() or line[:1].isspace() or NUMBERED_SOURCE_RE.match(line):
+                        continue
+                    exc_g = g
+                    break
                 out.append(_Tb(list(reversed(run)), exc_g, style))
 
         prev_g = -(10**9)
@@ -978,10 +999,21 @@ class MatcherIndex:
         message template, not an error that happened."""
         li = hit.g_start - scan.g0
         line = scan.lines[li] if 0 <= li < len(scan.lines) else hit.subject
-        if SOURCE_LINE_RE.match(line):
+        bare = logtext.strip_prefix(line)
+        if SOURCE_LINE_RE.match(line) or SOURCE_LINE_RE.match(bare):
             return True
+        if any(UNFILLED_RE.fullmatch(c) for c in hit.captures):
+            return True  # a template placeholder, as written in the source: `{missing}`
         above = scan.frames.get(hit.g_start - 1)
-        return above is not None and above[1].style == "python" and line[:1] in (" ", "\t")
+        if above is not None and above[1].style == "python" and bare[:1] in (" ", "\t"):
+            return True
+        if NUMBERED_SOURCE_RE.match(bare):
+            # IPython's numbered context lines under "File ...:N, in f(...)"
+            return any(
+                scan.frames.get(g, (0, None))[1] is not None
+                for g in range(hit.g_start - 1, hit.g_start - FRAME_GAP_JUPYTER - 1, -1)
+            )
+        return False
 
     def _prune(self, scan: _Scan, upto: int) -> None:
         floor = min([h.g_start for h in scan.hits] + [upto]) - LOOKBACK_LINES
@@ -1026,6 +1058,11 @@ class MatcherIndex:
             weight = W_PACKAGE
         innermost = tb.frames[0][2]
         user = not evidence and self._is_user_code(innermost)
+        if not evidence and not user and rec_pkg:
+            # Raised inside another library's code: most likely that library's own error.
+            inner_pkg = _package_of(innermost)
+            if inner_pkg and inner_pkg != rec_pkg:
+                return FOREIGN, [], False
         return weight, evidence, user
 
     def _is_user_code(self, frame: Frame) -> bool:
@@ -1059,12 +1096,23 @@ class MatcherIndex:
             evidence.append("error-class")
         conflict = cls is False
         w_frame, f_evidence, user = self._frame_evidence(rec, tb)
-        if w_frame:
+        foreign = w_frame == FOREIGN
+        if w_frame > 0:
             factors.append(w_frame)
             evidence.extend(f_evidence)
+        module = _module_of(exc[0] if exc else None, hit.subject)
+        rec_pkg = rec.file_path.split("/", 1)[0] if "/" in rec.file_path else ""
+        if module and rec_pkg and not f_evidence:
+            if module == rec_pkg:
+                factors.append(W_PACKAGE)
+                evidence.append(f"package:{rec_pkg}")
+            elif module in self._known_packages():
+                conflict = True
         score = 1.0 - (1.0 - base) * _prod(1.0 - f for f in factors)
         if conflict:
             score *= CLASS_CONFLICT
+        if foreign:
+            score *= FOREIGN_FACTOR
         if user:
             if generic:
                 return None  # a generic message from the user's own code is theirs, not ours
@@ -1196,7 +1244,15 @@ class MatcherIndex:
         min_score: float,
     ) -> None:
         done = {m.line for m in scan.matches}
-        for g in sorted(scan.errors):
+        errors = scan.errors
+        if upto is None and scan.lines_total <= SHORT_PASTE_LINES:
+            # A short paste is about its errors: any line may be a message, even without a class.
+            errors = dict(errors)
+            for li, line in enumerate(scan.lines):
+                g = scan.g0 + li
+                if g not in errors and len(line) >= FUZZY_MIN_CHARS:
+                    errors[g] = ("", logtext.strip_prefix(line))
+        for g in sorted(errors):
             if upto is not None and g >= upto:
                 break
             if g in scan.claimed or g in scan.fuzzy_lines:
@@ -1207,7 +1263,7 @@ class MatcherIndex:
                 continue
             if scan.fuzzy_queries >= FUZZY_MAX_QUERIES:
                 return
-            cls, message = scan.errors[g]
+            cls, message = errors[g]
             query = _norm_template(message)
             if len(query) < FUZZY_MIN_CHARS:
                 continue
@@ -1286,6 +1342,26 @@ def _clip(text: str) -> str:
     return text if len(text) <= TEXT_MAX_CHARS else text[: TEXT_MAX_CHARS - 1] + "…"
 
 
+def _package_of(frame: Frame) -> str | None:
+    """The top-level package a library frame is in (the directory under site-packages)."""
+    m = PACKAGE_RE.search(frame.path)
+    return m.group(1).split(".", 1)[0] if m else None
+
+
+def _module_of(printed: str | None, subject: str) -> str | None:
+    """The top-level package of a dotted exception class ("sqlalchemy.exc.NoResultFound")."""
+    if printed is None:
+        exc = logtext.exception_of(subject)
+        printed = exc[0] if exc else None
+    if not printed or "." not in printed:
+        m = DOTTED_CLASS_RE.search(subject)
+        printed = m.group(1) + "." if m else None
+    if not printed:
+        return None
+    top = printed.split(".", 1)[0]
+    return None if top in ("builtins", "__main__") else top
+
+
 def _class_on_line(subject: str, error_class: str | None) -> bool | None:
     """True when the record's class is printed before the message, False when another
     exception class is, None when the line names none."""
@@ -1300,9 +1376,12 @@ def _class_on_line(subject: str, error_class: str | None) -> bool | None:
     return bool(printed == error_class or f"{error_class}:" in subject)
 
 
-def _covers_message(subject: str, start: int, end: int) -> bool:
-    """Whether a match spans the message from its start (after "Class: ") to the line's end."""
+def _covers_message(subject: str, start: int, end: int, leading: bool = False) -> bool:
+    """Whether a match spans the message from its start (after "Class: ") to the line's end.
+    A pattern opening with a placeholder covers anything, unless a class marks the start."""
     exc = logtext.exception_of(subject)
+    if leading and exc is None:
+        return False
     msg_start = len(subject) - len(exc[1]) if exc else 0
     tail = subject[end:].strip().rstrip(".")
     return start <= msg_start + 1 and not tail

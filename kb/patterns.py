@@ -207,11 +207,12 @@ def _from_pieces(
             out.append(_escape(piece))
         elif i == 0 and last > 0:
             # An unanchored leading lazy group only ever captures the subject's start, and
-            # backtracking engines retry it at every offset (quadratic): anchor it.
-            out.append("^(.+?)")
+            # backtracking engines retry it at every offset (quadratic): anchor it. Values at
+            # either end may render empty (`f"...merge{detail}"`) or continue on the next line.
+            out.append("^(.*?)")
         elif i == last and last > 0:
             # A trailing lazy group takes one character; a person reads the whole value.
-            out.append("(.+)")
+            out.append("(.*)")
         else:
             out.append(_LAZY_ANY)
     runs = [p for p in pieces if p is not None]
