@@ -135,6 +135,7 @@ SOURCE_LINE_RE = re.compile(
     r"|^\s+(?:[rbf]|rf|fr)?[\"']"  # a string literal continuing a statement
     r"|^\s*[A-Za-z_]\w* = (?:<|[rbf]?[\"'])"  # an assignment; pytest's "self = <...>" locals
 )
+SERVICE_RE = re.compile(r"([\w.\-]{1,64}) +\| ")
 PYTEST_LOC_RE = re.compile(r"[^\s:]+\.py:\d+: ")
 DOTTED_CLASS_RE = re.compile(r"(?:^|\s)([a-z_]\w*(?:\.\w+)*)\.[A-Z]\w*:(?: |$)")
 UNFILLED_RE = re.compile(r"\{[\w.\[\]()'\"!:, ]*\}|%\(\w+\)[sdr]|%[sdr]")
@@ -899,6 +900,7 @@ class MatcherIndex:
                 # numbered context lines), unindented, whatever it looks like ("error: ...").
                 exc_g = None
                 span = FRAME_GAP_JUPYTER + 8 if style == "jupyter" else 8
+                service = _service(scan, last_g)
                 for g in range(last_g + 1, last_g + span):
                     li = g - scan.g0
                     if g in scan.frames:
@@ -906,6 +908,8 @@ class MatcherIndex:
                     if not 0 <= li < len(scan.lines):
                         exc_g = g if g in scan.errors else None
                         break
+                    if service is not None and _service(scan, g) != service:
+                        continue  # another container's line, interleaved (docker compose)
                     line = logtext.strip_prefix(scan.lines[li])
                     if not line.strip() or line[:1].isspace() or NUMBERED_SOURCE_RE.match(line):
                         continue
@@ -1340,6 +1344,15 @@ def _literal(index: MatcherIndex, cand: _Candidate) -> int:
 
 def _clip(text: str) -> str:
     return text if len(text) <= TEXT_MAX_CHARS else text[: TEXT_MAX_CHARS - 1] + "…"
+
+
+def _service(scan: _Scan, g: int) -> str | None:
+    """The docker compose service a line came from ("api-1" of "api-1  | ..."), if any."""
+    li = g - scan.g0
+    if not 0 <= li < len(scan.lines):
+        return None
+    m = SERVICE_RE.match(scan.lines[li])
+    return m.group(1) if m else None
 
 
 def _package_of(frame: Frame) -> str | None:

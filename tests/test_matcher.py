@@ -504,3 +504,114 @@ def test_exception_group_sub_tracebacks_are_read(index: MatcherIndex) -> None:
     (match,) = index.match(log).matches
     assert (match.id, match.line) == ("61fab2d5ba541a04", 7)
     assert "frame:openai/lib/browser.py:1093" in match.evidence
+
+
+# ---- lessons from real logs -----------------------------------------------------------------
+
+
+def test_source_line_behind_a_docker_prefix_is_not_an_error(index: MatcherIndex) -> None:
+    log = (
+        'web-1  |   File "/usr/local/lib/python3.11/site-packages/django/apps/registry.py",'
+        " line 138, in check_apps_ready\n"
+        'web-1  |     raise AppRegistryNotReady("Apps aren\'t loaded yet.")\n'
+        "web-1  | django.core.exceptions.AppRegistryNotReady: Apps aren't loaded yet.\n"
+    )
+    (match,) = index.match(log).matches
+    assert (match.id, match.line) == ("bf3e8a396600520e", 3)
+    assert match.other_lines == []
+
+
+def test_logger_rows_wrapped_at_80_columns_are_joined(index: MatcherIndex) -> None:
+    prefix = "2026-03-14T15:30:07.646Z ERROR [api] "
+    text = (
+        prefix
+        + "sqlalchemy.orm.exc.DetachedInstanceError: Parent instance <User at 0x7fa43efbb090>"
+        " is not bound to a Session; lazy load operation of attribute 'addresses' cannot proceed"
+        " (Background on this error at: https://sqlalche.me/e/21/bhk3)"
+    )
+    rows = [text[i : i + 80] for i in range(0, len(text), 80)]
+    longer = "2026-03-14T15:30:07.600Z INFO  [api] GET /users/1 200 in 12ms " + "x" * 40
+    log = "\n".join([longer, *rows, longer]) + "\n"
+    (match,) = index.match(log).matches
+    assert match.id == "41155f26652fd6ba"
+    assert (match.line, match.end_line) == (2, 1 + len(rows))
+    assert match.captures == ["<User at 0x7fa43efbb090>", "addresses"]
+
+
+def test_dotted_class_names_the_package_that_raised(index: MatcherIndex) -> None:
+    (match,) = index.match("packaging.version.InvalidVersion: Invalid version: '1.0-rc'").matches
+    assert match.id == "068f17d5e7855248"  # not pandas' identical-looking message
+    assert "package:packaging" in match.evidence
+
+
+def test_message_raised_inside_another_known_library_is_not_claimed(
+    index: MatcherIndex,
+) -> None:
+    log = (
+        "Traceback (most recent call last):\n"
+        f'  File "{SITE}/click/globals.py", line 36, in get_current_context\n'
+        '    return t.cast("Context", _local.stack[-1])\n'
+        "AttributeError: '_thread._local' object has no attribute 'stack'\n"
+    )
+    assert index.match(log).matches == []
+
+
+def test_placeholder_at_the_end_may_render_empty(index: MatcherIndex) -> None:
+    log = (
+        "MergeError: Merge keys are not unique in left dataset; not a one-to-one merge\n"
+        "Duplicates in left:\n"
+    )
+    (match,) = index.match(log).matches
+    assert (match.id, match.line) == ("11a4264234a6b669", 1)
+
+
+def test_short_paste_of_a_reworded_message_without_class_is_a_near_miss(
+    index: MatcherIndex,
+) -> None:
+    log = "After upgrading I get this on startup:\n\n> Apps are not loaded yet.\n\nAny idea?\n"
+    (match,) = index.match(log).matches
+    assert (match.id, match.line, match.method) == ("bf3e8a396600520e", 3, "fuzzy")
+
+
+# ---- the real logs of tests/fixtures/reallogs (made by its generate.py) ----------------------
+
+REALLOGS = Path(__file__).parent / "fixtures" / "reallogs"
+
+
+def _real_logs() -> list[Path]:
+    return sorted(REALLOGS.glob("*.expected.json"))
+
+
+@pytest.fixture(scope="module")
+def reallogs_index(tmp_path_factory: pytest.TempPathFactory) -> MatcherIndex:
+    if not (REALLOGS / "records.jsonl.gz").is_file() or not _real_logs():
+        pytest.skip("tests/fixtures/reallogs is not generated")
+    with gzip.open(REALLOGS / "records.jsonl.gz", "rt", encoding="utf-8") as fh:
+        recs = [json.loads(line)["record"] for line in fh]
+    return build_index(sources_from_records(recs), tmp_path_factory.mktemp("real"), "real")
+
+
+def test_real_logs_find_every_expected_error_and_nothing_else(
+    reallogs_index: MatcherIndex,
+) -> None:
+    problems: list[str] = []
+    for expected_path in _real_logs():
+        expected = json.loads(expected_path.read_text())
+        log = expected_path.with_name(expected["file"])
+        report = reallogs_index.match(log)
+        used: set[int] = set()
+        for want in expected["expected"]:
+            lines = {want["line"], *want.get("also_lines", [])}
+            ok = {want["id"], *want.get("alternatives", [])}
+            hits = [
+                m
+                for m in report.matches
+                if m.line in lines and ok & {m.id, *m.duplicates, *(a for a, _ in m.alternatives)}
+            ]
+            if not hits:
+                problems.append(f"{log.name}: missed {want['id']} at line {want['line']}")
+            used.update(id(m) for m in hits)
+        for m in report.matches:
+            if id(m) not in used:
+                problems.append(f"{log.name}: extra {m.id} at line {m.line} ({m.score})")
+    assert problems == []
