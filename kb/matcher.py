@@ -187,6 +187,11 @@ class Match:
         """Sort key for printing in log order."""
         return (self.line, self.end_line, -self.score)
 
+    def __lt__(self, other: Match) -> bool:
+        """Matches sort in log order (`sorted(report.matches)`); the report lists them best
+        first."""
+        return self.log_order < other.log_order
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "id": self.id,
@@ -518,6 +523,7 @@ class _Scan:
         self.claimed: set[int] = set()
         self.tb_done: set[int] = set()
         self.by_key: dict[tuple[str, tuple[str, ...]], Match] = {}
+        self.fuzzy_cache: dict[str, list[tuple[float, int]]] = {}
 
 
 class MatcherIndex:
@@ -1265,14 +1271,17 @@ class MatcherIndex:
             li = g - scan.g0
             if not 0 <= li < len(scan.lines) or scan.line_nos[li] in done:
                 continue
-            if scan.fuzzy_queries >= FUZZY_MAX_QUERIES:
-                return
             cls, message = errors[g]
             query = _norm_template(message)
             if len(query) < FUZZY_MIN_CHARS:
                 continue
-            scan.fuzzy_queries += 1
-            found = self._fuzzy_lookup(query)
+            if query in scan.fuzzy_cache:
+                found = scan.fuzzy_cache[query]
+            elif scan.fuzzy_queries >= FUZZY_MAX_QUERIES:
+                continue
+            else:
+                scan.fuzzy_queries += 1
+                found = scan.fuzzy_cache[query] = self._fuzzy_lookup(query)
             if not found:
                 continue
             tb = by_exc.get(g)
