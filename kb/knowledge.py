@@ -41,6 +41,7 @@ class KnowledgeBase:
     def __init__(self, url: str | None = None, *, create: bool = True) -> None:
         self.url = resolve_database_url(url)
         self.engine: Engine = db.make_engine(self.url)
+        self._index: MatcherIndex | None = None
         if create:
             db.ensure_ready(self.engine)
 
@@ -93,9 +94,13 @@ class KnowledgeBase:
         from kb.matcher import build_index, load_index
 
         revision = self.revision()
+        index = self._index
+        if index is not None and index.revision == revision and not rebuild:
+            return index  # kept in memory: repeated matches pay for neither load nor build
         index = None if rebuild else load_index(self.cache_dir(), revision)
         if index is None:
             index = build_index(self._pattern_sources(), self.cache_dir(), revision)
+        self._index = index
         return index
 
     def match(
