@@ -23,6 +23,7 @@ __all__ = [
     "exception_of",
     "parse_frame",
     "split_lines",
+    "starts_record",
     "strip_ansi",
     "strip_prefix",
     "unrepr_message",
@@ -208,7 +209,7 @@ class LineBlock:
         return self.last[i] if self.last is not None else self.base + i
 
 
-def _starts_record(line: str) -> bool:
+def starts_record(line: str) -> bool:
     """Whether a line opens a new log record or an indented block (so the line above was not
     wrapped into it: a terminal cuts mid-word and carries on at column 0)."""
     m = PREFIX_RE.match(line)
@@ -244,7 +245,7 @@ def _wrap_width(lines: list[str]) -> int | None:
             if i + 1 >= len(lines):
                 break
             checked += 1
-            if lines[i + 1] and not _starts_record(lines[i + 1]):
+            if lines[i + 1] and not starts_record(lines[i + 1]):
                 went_on += 1
                 distinct.add(lines[i])
             elif checked >= 8 and went_on * 2 <= checked:
@@ -305,7 +306,7 @@ def _unwrap(block: LineBlock, width: int) -> LineBlock:
             first.append(block.line_no(i))
             last.append(block.end_line_no(i))
         following = block.lines[i + 1] if i + 1 < len(block.lines) else ""
-        joining = len(line) == width and bool(following) and not _starts_record(following)
+        joining = len(line) == width and bool(following) and not starts_record(following)
     return LineBlock(lines, block.base, first, last)
 
 

@@ -70,9 +70,12 @@ GUARD_MAX_CHARS = 256
 FRAME_NEAR_LINES = 3
 FRAME_FILE_LINES = 40
 # Near misses: rapidfuzz ratio cutoff, and how many distinct messages one match call may try.
-FUZZY_CUTOFF = 86.0
+FUZZY_CUTOFF = 78.0  # below ~86 only the class on the line lifts a near miss over the min score
+FUZZY_CLASSLESS_CUTOFF = 86.0
 FUZZY_MAX_QUERIES = 40
 FUZZY_MIN_CHARS = 16
+# A message may run on over this many lines when a value in it has newlines.
+MAX_VALUE_LINES = 12
 # Pastes this short get every line tried as a near miss, not only error-looking ones.
 SHORT_PASTE_LINES = 40
 # At most this many equally good near-duplicates are listed as alternatives.
@@ -134,6 +137,11 @@ SOURCE_LINE_RE = re.compile(
     r"^\s*(?:-*>\s*)?(?:\d+\s+)?(?:raise|throw|panic!|assert|return|yield|await|except)\b"
     r"|^\s+(?:[rbf]|rf|fr)?[\"']"  # a string literal continuing a statement
     r"|^\s*[A-Za-z_]\w* = (?:<|[rbf]?[\"'])"  # an assignment; pytest's "self = <...>" locals
+)
+# Where a message that runs on over lines surely ends: a new record, a traceback, a frame.
+VALUE_STOP_RE = re.compile(
+    r"\S*\d\d:\d\d|\[?(?:TRACE|DEBUG|INFO|WARN|WARNING|ERROR|CRITICAL|FATAL)\b|Traceback|"
+    r"During handling|The above exception|\s*File \"|\s+at |[\w.]+(?:Error|Exception):|E  |_ _ _"
 )
 SERVICE_RE = re.compile(r"([\w.\-]{1,64}) +\| ")
 PYTEST_LOC_RE = re.compile(r"[^\s:]+\.py:\d+: ")
@@ -451,6 +459,7 @@ class _Pattern:
     nested: bool
     compiled: Any = None
     failed: bool = False
+    dotall: Any = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -782,6 +791,25 @@ class MatcherIndex:
             plain = logtext.unrepr_message(exc[1])
             if plain is not None:
                 out.append((li, li, f"{exc[0]}: {plain}"))
+        if pat.newlines == 0:
+            # A value with newlines in it (a DataFrame, a list of errors) carries the message on
+            # over the next lines: from the exception line at or above the hit, tried last with
+            # `.` matching newlines (a negative last line marks it).
+            top = li
+            while exc is None and top > 0 and li - top < MAX_VALUE_LINES:
+                if not lines[top].strip() or VALUE_STOP_RE.match(lines[top]):
+                    break
+                top -= 1
+                exc = logtext.exception_of(logtext.strip_prefix(lines[top]))
+            end = top
+            while exc is not None and end + 1 < len(lines) and end - top < MAX_VALUE_LINES:
+                nxt = lines[end + 1]
+                if not nxt.strip() or VALUE_STOP_RE.match(nxt):
+                    break
+                end += 1
+            if exc is not None and end >= li and end > top:
+                text = "\n".join(logtext.strip_prefix(lines[k]) for k in range(top, end + 1))
+                out.append((top, -1 - end, text))
         return out
 
     def _compiled(self, pat: _Pattern) -> Any:
@@ -800,6 +828,18 @@ class MatcherIndex:
                 pat.failed = True
         return pat.compiled
 
+    def _compiled_dotall(self, pat: _Pattern) -> Any:
+        if pat.engine == "guarded" or pat.failed:
+            return None
+        if pat.dotall is None:
+            import re2
+
+            try:
+                pat.dotall = re2.compile("(?s)" + pat.regex)
+            except Exception:
+                pat.dotall = False
+        return pat.dotall or None
+
     def _verify(self, scan: _Scan, pat: _Pattern, li: int, final: bool) -> None:
         scan.candidates += 1
         start = li - pat.key_line
@@ -814,7 +854,14 @@ class MatcherIndex:
         if compiled is None:
             return
         for first, last, subject in subjects:
-            m = compiled.search(subject)
+            if last < 0:
+                dotall = self._compiled_dotall(pat)
+                m = dotall.search(subject) if dotall is not None else None
+                if m is None:
+                    continue
+                last = first + subject.count("\n", 0, m.end())
+            else:
+                m = compiled.search(subject)
             if m is None:
                 continue
             if pat.engine == "guarded" and not self._confirm(pat, subject, m.start(), m.end()):
@@ -1260,8 +1307,11 @@ class MatcherIndex:
             errors = dict(errors)
             for li, line in enumerate(scan.lines):
                 g = scan.g0 + li
-                if g not in errors and len(line) >= FUZZY_MIN_CHARS:
-                    errors[g] = ("", logtext.strip_prefix(line))
+                bare = logtext.strip_prefix(line)
+                if g in errors or len(bare) < FUZZY_MIN_CHARS or bare[:1].isspace():
+                    continue
+                if not SOURCE_LINE_RE.match(bare):
+                    errors[g] = ("", bare)
         for g in sorted(errors):
             if upto is not None and g >= upto:
                 break
@@ -1287,6 +1337,8 @@ class MatcherIndex:
             tb = by_exc.get(g)
             cands: list[_Candidate] = []
             for similarity, p_idx in found:
+                if not cls and similarity * 100 < FUZZY_CLASSLESS_CUTOFF:
+                    continue  # a line with no exception class must read almost the same
                 pat = self._pattern(p_idx)
                 for rec_idx in pat.records:
                     rec = self._record(rec_idx)

@@ -616,3 +616,16 @@ def test_real_logs_find_every_expected_error_and_nothing_else(
             if id(m) not in used:
                 problems.append(f"{log.name}: extra {m.id} at line {m.line} ({m.score})")
     assert problems == []
+
+
+def test_message_whose_value_spans_lines_is_found(index: MatcherIndex) -> None:
+    log = (
+        NOISE
+        + "ValueError: Weight input_size_per_partition = tensor([[1, 2],\n"
+        + "        [3, 4]]) is not divisible by weight quantization block_k = 42.\n"
+        + NOISE
+    )
+    (match,) = index.match(log).matches
+    assert match.id == "f38963f18f2e15c4"
+    assert (match.line, match.end_line) == (5, 6)
+    assert match.captures == ["tensor([[1, 2],\n        [3, 4]])", "42"]
