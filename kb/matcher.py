@@ -2,14 +2,22 @@
 verification in a linear-time engine, evidence from the log around a hit, ranking, fuzzy near
 misses, captures and "did you mean".
 
-The index is one SQLite file per cache directory holding a serialised Hyperscan literal database
-(every pattern's best key, plus markers for frames and error lines) and the few columns matching
-needs, fetched only for the candidates a log produces: a cold match pays for reading a 7 MB blob,
-not for building anything. See benchmarks/ENGINES.md for the measurements behind the choice.
+The cache is one SQLite file, `<cache_dir>/matcher.sqlite3`, written to a temp file and renamed:
+  meta      format, revision, counts, the serialised Hyperscan literal database ("hsdb"), the
+            key-id ranges per kind, known packages, fuzzy templates (JSON, loaded on demand)
+  keys      Hyperscan id -> key text, kind (pattern | code | frame | traceback | error | pyloc)
+            and the patterns whose best key it is
+  patterns  the prepared regex, engine, generic, literal_chars, key_line, newlines, placeholder
+            names, records, relaxed form (guarded only)
+  records   id, repo, class, code, filePath, lineNumber, pattern, message
+  files     filePath -> (lineNumber, record), codes: code -> record
+A cold match reads meta (7 MB blob, ~6 ms) and then only the rows its candidates need.
+See benchmarks/ENGINES.md for the measurements behind the choice.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -44,8 +52,10 @@ __all__ = [
     "load_index",
 ]
 
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 CACHE_FILE = "matcher.sqlite3"
+# A temporary cache file this old is left over from a killed build.
+STALE_TMP_SECONDS = 3600
 # Below this a clean log (noise hitting generic patterns only) comes back empty; one specific
 # pattern on its own (0.56 and up) or a generic one with a frame clears it.
 DEFAULT_MIN_SCORE = 0.5
@@ -279,6 +289,11 @@ def build_index(sources: Iterable[PatternSource], cache_dir: Path, revision: str
 
     cache_dir = Path(cache_dir)
     cache_dir.mkdir(parents=True, exist_ok=True)
+    for stale in cache_dir.glob(".matcher-*.tmp"):
+        # left by a build that was killed; a running build's file is younger than this
+        with contextlib.suppress(OSError):
+            if time.time() - stale.stat().st_mtime > STALE_TMP_SECONDS:
+                stale.unlink()
     started = time.perf_counter()
     fd, tmp_name = tempfile.mkstemp(prefix=".matcher-", suffix=".tmp", dir=cache_dir)
     os.close(fd)
@@ -655,8 +670,8 @@ class MatcherIndex:
             self._packages = frozenset(json.loads(row[0]) if row else [])
         return self._packages
 
-    def record_ids(self) -> int:
-        return self.records
+    def close(self) -> None:
+        self._con.close()
 
     # ---- the scan ------------------------------------------------------------------------
 

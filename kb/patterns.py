@@ -49,7 +49,9 @@ MIN_KEY_CHARS = 3
 # RE2 refuses counted repetitions above this.
 RE2_MAX_REPEAT = 1000
 
-_LAZY_ANY = "(.+?)"
+# A placeholder may render empty (`{argname}` of "expression {column} {argname}should be"):
+# the literals around it, in order, are what identifies the message.
+_LAZY_ANY = "(.*?)"
 # Tokens of the common pattern shape: escapes, the placeholder group, metacharacters, text.
 _FAST_TOKEN = re.compile(r"\\(.)|(\(\.\+\?\))|([.*+?^${}()|\[\]])|([^\\.*+?^${}()|\[\]]+)", re.S)
 _JS_SIMPLE_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "f": "\f", "v": "\v", "0": "\0"}
