@@ -629,3 +629,15 @@ def test_message_whose_value_spans_lines_is_found(index: MatcherIndex) -> None:
     assert match.id == "f38963f18f2e15c4"
     assert (match.line, match.end_line) == (5, 6)
     assert match.captures == ["tensor([[1, 2],\n        [3, 4]])", "42"]
+
+
+def test_javascript_stack_below_the_message_is_evidence(index: MatcherIndex) -> None:
+    log = (
+        "AxiosError: Request failed with status code 404\n"
+        "    at settle (/app/node_modules/axios/lib/core/settle.js:19:12)\n"
+        "    at IncomingMessage.handleStreamEnd (/app/node_modules/axios/lib/adapters/http.js:599:11)\n"
+    )
+    (match,) = index.match(log).matches
+    assert match.id == "00000000000000cc"
+    assert match.captures == ["404"]
+    assert "frame:lib/core/settle.js:19" in match.evidence
