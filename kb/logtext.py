@@ -8,6 +8,7 @@ the few lines the matcher asks about, so a 20 MB log costs little more than read
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
 from collections.abc import Iterable, Iterator
@@ -39,6 +40,10 @@ TERMINAL_WIDTHS = frozenset({80, 100, 120, 132, 160, 200})
 WRAP_MIN_LINES = 3
 WRAP_MIN_WIDTH = 40
 WRAP_MAX_WIDTH = 400
+# Box drawing (rich tracebacks and panels): a boxed row is full width on purpose.
+BOX_DRAWING = frozenset("│┃║╭╮╰╯┏┓┗┛╔╗╚╝")
+# A structured log record longer than this is not unpacked.
+JSON_MAX_CHARS = 1 << 20
 # Rows of one length looked at to decide whether they are wrapped.
 WRAP_SAMPLE = 64
 
@@ -80,6 +85,8 @@ _FRAME_RES: tuple[tuple[str, re.Pattern[str]], ...] = (
         "jupyter",
         re.compile(r"^\s*File (?P<path>[^\s\"].*?):(?P<line>\d+)(?:, in (?P<func>.+))?\s*$"),
     ),
+    # rich.traceback: "│ /path/site-packages/pandas/core/frame.py:7891 in set_index   │"
+    ("rich", re.compile(r"^\s*│ (?P<path>\S+\.py):(?P<line>\d+) in (?P<func>\S+)")),
     ("java", re.compile(r"^\s*at (?P<func>[\w$.<>/]+)\((?P<path>[\w$.\-]+):(?P<line>\d+)\)")),
     (
         "csharp",
@@ -216,6 +223,7 @@ def starts_record(line: str) -> bool:
     return (
         bool(m and m.end())
         or line.startswith(("  ", "\t", "Traceback", "During handling", "The above"))
+        or line[:1] in BOX_DRAWING
         or EXCEPTION_RE.match(line) is not None
     )
 
@@ -245,7 +253,11 @@ def _wrap_width(lines: list[str]) -> int | None:
             if i + 1 >= len(lines):
                 break
             checked += 1
-            if lines[i + 1] and not starts_record(lines[i + 1]):
+            if (
+                lines[i + 1]
+                and not starts_record(lines[i + 1])
+                and lines[i][-1:] not in BOX_DRAWING
+            ):
                 went_on += 1
                 distinct.add(lines[i])
             elif checked >= 8 and went_on * 2 <= checked:
@@ -285,11 +297,53 @@ def split_lines(text: str, base: int = 1) -> LineBlock:
             else:
                 lines.append(line)
                 first.append(base + n)
+    if "\\n" in text and '{"' in text:
+        lines, first = _expand_json(lines, first, base)
     block = LineBlock(lines, base, first, list(first) if first is not None else None)
     width = _wrap_width(lines)
     if width is not None:
         block = _unwrap(block, width)
     return block
+
+
+def _expand_json(
+    lines: list[str], first: list[int] | None, base: int
+) -> tuple[list[str], list[int] | None]:
+    """Structured (JSON) log records carry tracebacks as escaped strings: give each string
+    value with newlines its own lines after the record, all on the record's line number."""
+    out: list[str] = []
+    numbers: list[int] = []
+    changed = False
+    for i, line in enumerate(lines):
+        n = first[i] if first is not None else base + i
+        out.append(line)
+        numbers.append(n)
+        if "\\n" not in line or not line.lstrip().startswith("{") or len(line) > JSON_MAX_CHARS:
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        for value in _json_strings(record):
+            if "\n" in value:
+                parts = [p.replace("\r", "") for p in value.split("\n")]
+                out.extend(parts)
+                numbers.extend([n] * len(parts))
+                changed = True
+    if not changed:
+        return lines, first
+    return out, numbers
+
+
+def _json_strings(value: object, depth: int = 0) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif depth < 4 and isinstance(value, dict):
+        for item in value.values():
+            yield from _json_strings(item, depth + 1)
+    elif depth < 4 and isinstance(value, list):
+        for item in value:
+            yield from _json_strings(item, depth + 1)
 
 
 def _unwrap(block: LineBlock, width: int) -> LineBlock:

@@ -52,7 +52,7 @@ __all__ = [
     "load_index",
 ]
 
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
 CACHE_FILE = "matcher.sqlite3"
 # A temporary cache file this old is left over from a killed build.
 STALE_TMP_SECONDS = 3600
@@ -64,6 +64,11 @@ MAX_SCORE = 0.99
 # Most lines between two frames of one traceback (source line, ^^^^ markers; IPython: context).
 FRAME_GAP = 4
 FRAME_GAP_JUPYTER = 16
+# Python traceback formats (innermost frame last), and those showing several context lines.
+PYTHON_STYLES = frozenset({"python", "jupyter", "rich"})
+CONTEXT_STYLES = frozenset({"jupyter", "rich"})
+# rich draws its traceback in a box: lines inside it are never the message.
+BOX_CHARS = frozenset("│╭╰┃┏┗")
 # Path tails tried against the records' filePaths (a deep path has many).
 MAX_PATH_PARTS = 40
 # Lines of earlier blocks kept for context (tracebacks above a message, messages split over lines).
@@ -136,6 +141,7 @@ _MARKERS: tuple[tuple[str, str], ...] = (
     ("panic", "error"),
     ("Failure", "error"),
     (".py:", "pyloc"),
+    ("│ ", "frame"),
 )
 LIB_PATH_RE = re.compile(
     r"[/\\](?:site-packages|dist-packages|node_modules|\.cargo[/\\]registry|go[/\\]pkg[/\\]mod"
@@ -967,7 +973,7 @@ class MatcherIndex:
                 # Python prints the exception after the frames and their source lines (IPython:
                 # numbered context lines), unindented, whatever it looks like ("error: ...").
                 exc_g = None
-                span = FRAME_GAP_JUPYTER + 8 if style == "jupyter" else 8
+                span = FRAME_GAP_JUPYTER + 8 if style in CONTEXT_STYLES else 8
                 service = _service(scan, last_g)
                 for g in range(last_g + 1, last_g + span):
                     li = g - scan.g0
@@ -979,7 +985,12 @@ class MatcherIndex:
                     if service is not None and _service(scan, g) != service:
                         continue  # another container's line, interleaved (docker compose)
                     line = logtext.strip_prefix(scan.lines[li])
-                    if not line.strip() or line[:1].isspace() or NUMBERED_SOURCE_RE.match(line):
+                    if (
+                        not line.strip()
+                        or line[:1].isspace()
+                        or line[:1] in BOX_CHARS
+                        or NUMBERED_SOURCE_RE.match(line)
+                    ):
                         continue
                     exc_g = g
                     break
@@ -989,16 +1000,13 @@ class MatcherIndex:
         for g in sorted(scan.frames):
             line_no, frame = scan.frames[g]
             # IPython shows several source lines around each frame.
-            gap = FRAME_GAP_JUPYTER if frame.style == "jupyter" else FRAME_GAP
+            gap = FRAME_GAP_JUPYTER if frame.style in CONTEXT_STYLES else FRAME_GAP
             if run and (
                 g - prev_g > gap
                 or (g - 1) in scan.errors
                 or (
                     frame.style != run[-1][2].style
-                    and not (
-                        frame.style in ("python", "jupyter")
-                        and run[-1][2].style in ("python", "jupyter")
-                    )
+                    and not (frame.style in PYTHON_STYLES and run[-1][2].style in PYTHON_STYLES)
                 )
             ):
                 close()
@@ -1076,6 +1084,8 @@ class MatcherIndex:
             return True
         if any(UNFILLED_RE.fullmatch(c) for c in hit.captures):
             return True  # a template placeholder, as written in the source: `{missing}`
+        if bare.lstrip()[:1] in BOX_CHARS:
+            return True
         above = scan.frames.get(hit.g_start - 1)
         if above is not None and above[1].style == "python" and bare[:1] in (" ", "\t"):
             return True
@@ -1290,9 +1300,11 @@ class MatcherIndex:
         key = (match.id, tuple(match.captures)) if match.captures else (match.id, ())
         seen = scan.by_key.get(key)
         if seen is not None:
-            seen.occurrences += 1
-            if len(seen.other_lines) < MAX_OTHER_LINES:
-                seen.other_lines.append(match.line)
+            if match.line != seen.line and match.line not in seen.other_lines:
+                # (one line read twice, as a JSON record and unpacked, is one occurrence)
+                seen.occurrences += 1
+                if len(seen.other_lines) < MAX_OTHER_LINES:
+                    seen.other_lines.append(match.line)
             if match.score > seen.score:
                 seen.score = match.score
                 seen.method = match.method

@@ -635,9 +635,46 @@ def test_javascript_stack_below_the_message_is_evidence(index: MatcherIndex) -> 
     log = (
         "AxiosError: Request failed with status code 404\n"
         "    at settle (/app/node_modules/axios/lib/core/settle.js:19:12)\n"
-        "    at IncomingMessage.handleStreamEnd (/app/node_modules/axios/lib/adapters/http.js:599:11)\n"
+        "    at IncomingMessage.handleStreamEnd"
+        " (/app/node_modules/axios/lib/adapters/http.js:599:11)\n"
     )
     (match,) = index.match(log).matches
     assert match.id == "00000000000000cc"
     assert match.captures == ["404"]
     assert "frame:lib/core/settle.js:19" in match.evidence
+
+
+def test_rich_traceback_box_is_read(index: MatcherIndex) -> None:
+    bar = "─" * 30
+    log = (
+        f"╭{bar} Traceback (most recent call last) {bar}╮\n"
+        "│ /home/me/app.py:5 in <module>                                            │\n"
+        "│                                                                          │\n"
+        '│ ❱ 5 df.set_index("customer_id")                                          │\n'
+        "│                                                                          │\n"
+        f"│ {PANDAS}/core/frame.py:7891 in set_index │\n"
+        "│                                                                          │\n"
+        "│   7890 │   if missing:                                                   │\n"
+        '│ ❱ 7891 │   │   raise KeyError(f"None of {missing} are in the columns")   │\n'
+        f"╰{bar * 2}╯\n"
+        "KeyError: \"None of ['customer_id'] are in the columns\"\n"
+    )
+    (match,) = index.match(log).matches
+    assert (match.id, match.line) == ("765d8cebe29fa6d4", 11)
+    assert "frame:pandas/core/frame.py:7891" in match.evidence
+
+
+def test_traceback_inside_a_json_log_record_is_unpacked(index: MatcherIndex) -> None:
+    record = {
+        "ts": "2026-03-14T08:00:00Z",
+        "level": "error",
+        "msg": "job failed",
+        "exc_info": "Traceback (most recent call last):\n"
+        f'  File "{SITE}/openai/lib/browser.py", line 1093, in run\n'
+        '    raise RuntimeError("Browser script result failed.")\n'
+        "RuntimeError: Browser script result failed.",
+    }
+    log = '{"level": "info", "msg": "start"}\n' + json.dumps(record) + "\n"
+    (match,) = index.match(log).matches
+    assert (match.id, match.line, match.occurrences) == ("61fab2d5ba541a04", 2, 1)
+    assert "frame:openai/lib/browser.py:1093" in match.evidence
