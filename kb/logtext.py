@@ -74,7 +74,7 @@ PREFIX_RE = re.compile(
 # Names that look like an exception class: "ValueError", "sqlalchemy.exc.NoSuchModuleError".
 EXCEPTION_RE = re.compile(
     r"(?:^|(?<=[\s:(\[]))((?:[A-Za-z_]\w*\.)*"
-    r"[A-Z]\w*(?:Error|Exception|Warning|Exit|Interrupt|Fault|Failure|Failed|Invalid|Missing"
+    r"(?:[A-Z]\w*)?(?:Error|Exception|Warning|Exit|Interrupt|Fault|Failure|Failed|Invalid|Missing"
     r"|NotFound|Denied|Timeout|Iteration|Configured|Panic))(?::(?: |$)|$)"
 )
 TRACEBACK_RE = re.compile(r"Traceback \(most recent call last\):|^-{20,}$")
@@ -114,6 +114,7 @@ _FRAME_RES: tuple[tuple[str, re.Pattern[str]], ...] = (
         re.compile(r"^(?P<path>[^\s:]+\.py):(?P<line>\d+): (?:in (?P<func>\S+)|[\w.]+)\s*$"),
     ),
 )
+GO_MODULE_VERSION_RE = re.compile(r"@v[\w.\-+]+(?=/)")
 # Styles that print the innermost frame first (under the message) rather than last.
 INNERMOST_FIRST = frozenset({"java", "csharp", "js", "go", "ruby", "php", "pytest"})
 
@@ -127,16 +128,25 @@ class Frame:
     func: str | None
     style: str
 
-    def path_suffixes(self) -> Iterator[str]:
-        """The path and each of its tails at a `/` boundary: what a record's filePath may be."""
+    @property
+    def norm_path(self) -> str:
+        """The path with `/` separators, no `file://`, no Go module version (`pool@v1.2.0/`);
+        for Java, the package directories taken from the class name."""
         path = self.path.replace("\\", "/")
         if path.startswith("file://"):
             path = path[7:]
+        if "@" in path:
+            path = GO_MODULE_VERSION_RE.sub("", path)
         if self.style == "java" and self.func and "/" not in path:
             # Java prints only the file name; the package comes from the class name.
             parts = self.func.split(".")
             if len(parts) > 2:
                 path = "/".join(parts[:-2]) + "/" + path
+        return path
+
+    def path_suffixes(self) -> Iterator[str]:
+        """The path and each of its tails at a `/` boundary: what a record's filePath may be."""
+        path = self.norm_path
         yield path
         start = 0
         while True:

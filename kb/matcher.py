@@ -965,7 +965,7 @@ class MatcherIndex:
             if style in logtext.INNERMOST_FIRST:
                 first_g = run[0][0]
                 exc_g = next(
-                    (g for g in range(first_g - 1, first_g - 4, -1) if g in scan.errors), None
+                    (g for g in range(first_g - 1, first_g - 7, -1) if g in scan.errors), None
                 )
                 out.append(_Tb(list(run), exc_g, style))
             else:
@@ -1042,7 +1042,8 @@ class MatcherIndex:
                 (by_exc[g] for g in range(g_start, g_start - 3, -1) if g in by_exc), None
             )
             if tb is None:
-                tb = next((after[g] for g in range(g_end + 1, g_end + 4) if g in after), None)
+                # (Go: a blank line and "goroutine 1 [running]:" come before the frames)
+                tb = next((after[g] for g in range(g_end + 1, g_end + 7) if g in after), None)
             if tb is not None:
                 used_tbs.add(id(tb))
                 if tb.exc_g is not None:
@@ -1118,7 +1119,7 @@ class MatcherIndex:
         rec_pkg = rec.file_path.split("/", 1)[0] if "/" in rec.file_path else ""
         package_seen = False
         for _g, _line_no, frame in tb.frames:
-            path = frame.path.replace("\\", "/")
+            path = frame.norm_path
             if rec.file_path and (path == rec.file_path or path.endswith("/" + rec.file_path)):
                 delta = abs(frame.line - rec.line_number)
                 w = (

@@ -154,3 +154,11 @@ def test_repeated_log_lines_of_one_length_are_not_taken_for_wrapping() -> None:
     assert len(noise) - 1 == 80
     block = split_lines(noise * 30)
     assert len(block.lines) == 30
+
+
+def test_bare_error_class_of_javascript_and_rust_is_an_exception_line() -> None:
+    assert exception_of("Error: connect ECONNREFUSED 127.0.0.1:5432") == (
+        "Error",
+        "connect ECONNREFUSED 127.0.0.1:5432",
+    )
+    assert exception_of("error: lowercase is a log word") is None

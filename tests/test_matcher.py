@@ -69,6 +69,14 @@ EXTRA = [
         lineNumber=19,
     ),
     synthetic("00000000000000dd", "Expected (.+?) but got (.+?) for (.+?) in (.+?)\\.", "x"),
+    synthetic(
+        "00000000000000ff",
+        "connection pool exhausted after (.+?) retries",
+        "connection pool exhausted after %d retries",
+        repo="acme/pool",
+        filePath="github.com/acme/pool/pool.go",
+        lineNumber=88,
+    ),
 ]
 
 
@@ -678,3 +686,19 @@ def test_traceback_inside_a_json_log_record_is_unpacked(index: MatcherIndex) -> 
     (match,) = index.match(log).matches
     assert (match.id, match.line, match.occurrences) == ("61fab2d5ba541a04", 2, 1)
     assert "frame:openai/lib/browser.py:1093" in match.evidence
+
+
+def test_go_panic_with_module_cache_frames(index: MatcherIndex) -> None:
+    log = (
+        "panic: connection pool exhausted after 3 retries\n"
+        "\n"
+        "goroutine 1 [running]:\n"
+        "github.com/acme/pool.(*Pool).Get(...)\n"
+        "\t/home/me/go/pkg/mod/github.com/acme/pool@v1.2.0/pool.go:88 +0x1d\n"
+        "main.main()\n"
+        "\t/app/main.go:12 +0x25\n"
+        "exit status 2\n"
+    )
+    (match,) = index.match(log).matches
+    assert (match.id, match.line, match.captures) == ("00000000000000ff", 1, ["3"])
+    assert "frame:github.com/acme/pool/pool.go:88" in match.evidence
