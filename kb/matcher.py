@@ -120,6 +120,10 @@ W_CODE_CLASS = 0.2
 CLASS_CONFLICT = 0.8  # another exception class printed before the message
 USER_CODE = 0.85  # raised from code outside any known package
 GENERIC_CAP = 0.45  # a generic pattern without a frame or package behind it
+# Without a class or a frame: a message on an INFO/DEBUG (WARN) line, or inside a longer one.
+LEVEL_FACTORS = {"TRACE": 0.7, "DEBUG": 0.7, "INFO": 0.7, "NOTICE": 0.7, "WARN": 0.85}
+PARTIAL_FACTOR = 0.85
+ERROR_LEVELS = frozenset({"ERROR", "CRITICAL", "FATAL", "PANIC"})
 FOREIGN_FACTOR = 0.55  # raised inside another known library, the record's file nowhere in sight
 FOREIGN = -1.0  # marker weight from _frame_evidence
 
@@ -158,6 +162,9 @@ SOURCE_LINE_RE = re.compile(
 VALUE_STOP_RE = re.compile(
     r"\S*\d\d:\d\d|\[?(?:TRACE|DEBUG|INFO|WARN|WARNING|ERROR|CRITICAL|FATAL)\b|Traceback|"
     r"During handling|The above exception|\s*File \"|\s+at |[\w.]+(?:Error|Exception):|E  |_ _ _"
+)
+LEVEL_RE = re.compile(
+    r"\b(TRACE|DEBUG|INFO|NOTICE|WARN|WARNING|ERROR|ERR|CRITICAL|FATAL|SEVERE|PANIC)\b", re.I
 )
 SERVICE_RE = re.compile(r"([\w.\-]{1,64}) +\| ")
 PYTEST_LOC_RE = re.compile(r"[^\s:]+\.py:\d+: ")
@@ -511,6 +518,7 @@ class _Hit:
     captures: list[str]
     whole: bool
     code: str | None = None
+    level: str | None = None  # the log level printed in the line's prefix
 
 
 @dataclass(slots=True)
@@ -903,6 +911,7 @@ class MatcherIndex:
                     subject,
                     captures,
                     whole,
+                    level=_level(scan.lines[first]),
                 )
             )
             return
@@ -948,6 +957,7 @@ class MatcherIndex:
                 [],
                 False,
                 code,
+                _level(line),
             )
         )
 
@@ -1196,6 +1206,12 @@ class MatcherIndex:
             score *= CLASS_CONFLICT
         if foreign:
             score *= FOREIGN_FACTOR
+        if cls is not True and not f_evidence and hit.level not in ERROR_LEVELS:
+            # Nothing says an exception happened here: an INFO line, or a message's words
+            # inside a longer sentence, is more likely chatter than the error.
+            score *= LEVEL_FACTORS.get(hit.level or "", 1.0)
+            if not hit.whole:
+                score *= PARTIAL_FACTOR
         if user:
             if generic:
                 return None  # a generic message from the user's own code is theirs, not ours
@@ -1433,6 +1449,16 @@ def _literal(index: MatcherIndex, cand: _Candidate) -> int:
 
 def _clip(text: str) -> str:
     return text if len(text) <= TEXT_MAX_CHARS else text[: TEXT_MAX_CHARS - 1] + "…"
+
+
+def _level(line: str) -> str | None:
+    """The log level in a line's prefix ("2026-... WARNING [x] msg" -> "WARN"), if any."""
+    bare = logtext.strip_prefix(line)
+    m = LEVEL_RE.search(line, 0, len(line) - len(bare))
+    if not m:
+        return None
+    word = m.group(1).upper()
+    return {"WARNING": "WARN", "ERR": "ERROR", "SEVERE": "ERROR"}.get(word, word)
 
 
 def _service(scan: _Scan, g: int) -> str | None:

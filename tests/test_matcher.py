@@ -702,3 +702,15 @@ def test_go_panic_with_module_cache_frames(index: MatcherIndex) -> None:
     (match,) = index.match(log).matches
     assert (match.id, match.line, match.captures) == ("00000000000000ff", 1, ["3"])
     assert "frame:github.com/acme/pool/pool.go:88" in match.evidence
+
+
+def test_info_and_warn_chatter_that_quotes_known_messages_comes_back_empty(
+    index: MatcherIndex,
+) -> None:
+    assert index.match(FIXTURES / "clean_chatter.log").matches == []
+
+
+def test_the_same_words_as_an_exception_are_claimed(index: MatcherIndex) -> None:
+    line = "2026-03-14T08:00:03Z ERROR [cfg] ValueError: batch_size must be a positive integer"
+    (match,) = index.match(line).matches
+    assert match.id == "f6ca35557115c448"
