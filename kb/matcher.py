@@ -23,6 +23,7 @@ import os
 import re
 import sqlite3
 import tempfile
+import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -565,7 +566,8 @@ class _Scan:
 
 
 class MatcherIndex:
-    """A loaded prefilter index. `match()` is safe to call many times; not thread-safe."""
+    """A loaded prefilter index. `match()` may be called many times and from several threads
+    (calls are serialised: the Hyperscan scratch space and the lookup caches are shared)."""
 
     def __init__(
         self, con: sqlite3.Connection, db: Any, records: int, kinds: list[list[Any]], revision: str
@@ -583,6 +585,7 @@ class MatcherIndex:
         self._file_cache: dict[str, tuple[str, list[tuple[int, int]]] | None] = {}
         self._packages: frozenset[str] | None = None
         self._fuzzy: tuple[list[str], list[int]] | None = None
+        self._lock = threading.Lock()
 
     # ---- lookups (lazy, cached) ----------------------------------------------------------
 
@@ -701,11 +704,12 @@ class MatcherIndex:
         alternatives."""
         started = time.perf_counter()
         scan = _Scan()
-        if isinstance(text, os.PathLike):
-            with open(text, "rb") as fh:
-                self._run(scan, logtext.blocks(fh), top, min_score)
-        else:
-            self._run(scan, logtext.blocks(text), top, min_score)
+        with self._lock:
+            if isinstance(text, os.PathLike):
+                with open(text, "rb") as fh:
+                    self._run(scan, logtext.blocks(fh), top, min_score)
+            else:
+                self._run(scan, logtext.blocks(text), top, min_score)
         matches = sorted(scan.matches, key=lambda m: (-m.score, m.line))
         stats = {
             "lines": scan.lines_total,

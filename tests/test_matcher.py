@@ -714,3 +714,12 @@ def test_the_same_words_as_an_exception_are_claimed(index: MatcherIndex) -> None
     line = "2026-03-14T08:00:03Z ERROR [cfg] ValueError: batch_size must be a positive integer"
     (match,) = index.match(line).matches
     assert match.id == "f6ca35557115c448"
+
+
+def test_match_can_be_called_from_several_threads(index: MatcherIndex) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    log = (FIXTURES / "paste.log").read_text()
+    with ThreadPoolExecutor(4) as pool:
+        reports = list(pool.map(lambda _: index.match(log), range(8)))
+    assert all(len(r.matches) == 3 for r in reports)
