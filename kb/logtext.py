@@ -8,12 +8,14 @@ the few lines the matcher asks about, so a 20 MB log costs little more than read
 
 from __future__ import annotations
 
+import codecs
+import itertools
 import json
 import re
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import IO
+from typing import IO, cast
 
 __all__ = [
     "ANSI_RE",
@@ -42,6 +44,7 @@ WRAP_MIN_WIDTH = 40
 WRAP_MAX_WIDTH = 400
 # Box drawing (rich tracebacks and panels): a boxed row is full width on purpose.
 BOX_DRAWING = frozenset("│┃║╭╮╰╯┏┓┗┛╔╗╚╝")
+UTF16_BOMS = (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
 # A structured log record longer than this is not unpacked.
 JSON_MAX_CHARS = 1 << 20
 # Rows of one length looked at to decide whether they are wrapped.
@@ -377,11 +380,27 @@ def _unwrap(block: LineBlock, width: int) -> LineBlock:
 def blocks(
     source: IO[bytes] | IO[str] | bytes | str, block_bytes: int = BLOCK_BYTES
 ) -> Iterator[LineBlock]:
-    """Stream a log as blocks of logical lines, cutting only at line ends."""
-    if isinstance(source, str | bytes):
+    """Stream a log as blocks of logical lines, cutting only at line ends. Bytes are UTF-8
+    (bad bytes replaced) unless a UTF-16 byte-order mark says otherwise (PowerShell's `>`)."""
+    if isinstance(source, bytes):
+        if source.startswith(UTF16_BOMS):
+            source = source.decode("utf-16", "replace")
+        yield from _blocks_of(_pieces(source, block_bytes), block_bytes)
+    elif isinstance(source, str):
         yield from _blocks_of(_pieces(source, block_bytes), block_bytes)
     else:
-        yield from _blocks_of(iter(lambda: source.read(block_bytes), source.read(0)), block_bytes)
+        first = source.read(block_bytes)
+        if isinstance(first, bytes) and first.startswith(UTF16_BOMS):
+            decoder = codecs.getincrementaldecoder("utf-16")("replace")
+            raw = cast(IO[bytes], source)
+            chunks: Iterator[str | bytes] = (
+                decoder.decode(c, final=not c)
+                for c in itertools.chain([first], iter(lambda: raw.read(block_bytes), b""), [b""])
+            )
+        else:
+            rest: Iterator[str | bytes] = iter(lambda: source.read(block_bytes), source.read(0))
+            chunks = itertools.chain([first], rest)
+        yield from _blocks_of(chunks, block_bytes)
 
 
 def _pieces(data: str | bytes, size: int) -> Iterator[str | bytes]:

@@ -162,3 +162,11 @@ def test_bare_error_class_of_javascript_and_rust_is_an_exception_line() -> None:
         "connect ECONNREFUSED 127.0.0.1:5432",
     )
     assert exception_of("error: lowercase is a log word") is None
+
+
+def test_utf16_logs_with_a_byte_order_mark_are_decoded() -> None:
+    text = "start\r\nValueError: caf\u00e9 broke\r\n"
+    data = text.encode("utf-16")  # with BOM, as PowerShell's `>` writes
+    for source in (data, io.BytesIO(data)):
+        lines = [line for b in blocks(source, block_bytes=7) for line in b.lines]
+        assert lines == ["start", "ValueError: caf\u00e9 broke"]
