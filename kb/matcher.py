@@ -51,6 +51,7 @@ __all__ = [
     "PatternSource",
     "build_index",
     "load_index",
+    "sources_from_records",
 ]
 
 FORMAT_VERSION = 4

@@ -34,6 +34,8 @@ __all__ = [
     "MIN_KEY_CHARS",
     "PreparedPattern",
     "has_nested_repeat",
+    "message_pieces",
+    "placeholder_name",
     "placeholder_names",
     "prepare",
     "relax",
