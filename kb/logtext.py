@@ -69,14 +69,15 @@ PREFIX_RE = re.compile(
     r"|\[?(?:TRACE|DEBUG|INFO|NOTICE|WARN|WARNING|ERROR|ERR|CRITICAL|FATAL|SEVERE|PANIC)\]?:? +"
     r"|\[[\w.\-/:]{1,60}\] "  # "[http] ", "[loggers.py:123] ", "[worker-3] "
     r"|E {1,24}(?=\S)"  # pytest's failure lines, indented like the code above them
-    r"|> ?(?=\S)"  # a quoted paste
+    r"|> ?"  # a quoted paste (email, markdown): "> ", "> > "
     r"|\s{0,12}\| "  # Python's exception groups: "    | ValueError: ..."
     r"|#\d+ \d+\.\d+ "  # docker build: "#12 3.456 "
+    r"|##\[\w+\] ?"  # GitHub Actions annotations: "##[error]"
     r")"
 )
 # Names that look like an exception class: "ValueError", "sqlalchemy.exc.NoSuchModuleError".
 EXCEPTION_RE = re.compile(
-    r"(?:^|(?<=[\s:(\[]))((?:[A-Za-z_]\w*\.)*"
+    r"(?:^|(?<=[\s:(\[`'\"*>|]))((?:[A-Za-z_]\w*\.)*"
     r"(?:[A-Z]\w*)?(?:Error|Exception|Warning|Exit|Interrupt|Fault|Failure|Failed|Invalid|Missing"
     r"|NotFound|Denied|Timeout|Iteration|Configured|Panic))(?::(?: |$)|$)"
 )
@@ -117,6 +118,7 @@ _FRAME_RES: tuple[tuple[str, re.Pattern[str]], ...] = (
         re.compile(r"^(?P<path>[^\s:]+\.py):(?P<line>\d+): (?:in (?P<func>\S+)|[\w.]+)\s*$"),
     ),
 )
+INDENTED_HEADER_RE = re.compile(r"([ \t]+)Traceback \(most recent call last\):")
 GO_MODULE_VERSION_RE = re.compile(r"@v[\w.\-+]+(?=/)")
 # Styles that print the innermost frame first (under the message) rather than last.
 INNERMOST_FIRST = frozenset({"java", "csharp", "js", "go", "ruby", "php", "pytest"})
@@ -312,11 +314,36 @@ def split_lines(text: str, base: int = 1) -> LineBlock:
                 first.append(base + n)
     if "\\n" in text and '{"' in text:
         lines, first = _expand_json(lines, first, base)
+    if "Traceback (most recent call last)" in text:
+        lines = _dedent_tracebacks(lines)
     block = LineBlock(lines, base, first, list(first) if first is not None else None)
     width = _wrap_width(lines)
     if width is not None:
         block = _unwrap(block, width)
     return block
+
+
+def _dedent_tracebacks(lines: list[str]) -> list[str]:
+    """A traceback pasted indented (in an email, a markdown list, a ticket) is read as if it
+    were not: from an indented "Traceback ..." header on, while lines keep that indent (after
+    their log or quote prefix), the indent is taken off."""
+    out: list[str] | None = None
+    headers = [i for i, line in enumerate(lines) if "Traceback (most recent call last)" in line]
+    for start in headers:
+        bare = strip_prefix(lines[start])
+        m = INDENTED_HEADER_RE.match(bare)
+        if not m:
+            continue
+        indent = m.group(1)
+        out = out if out is not None else list(lines)
+        for i in range(start, len(lines)):
+            bare = strip_prefix(lines[i])
+            if not bare.strip():
+                continue
+            if not bare.startswith(indent):
+                break
+            out[i] = lines[i][: len(lines[i]) - len(bare)] + bare[len(indent) :]
+    return out if out is not None else lines
 
 
 def _expand_json(

@@ -579,6 +579,11 @@ class MatcherIndex:
         self.revision = revision
         self._kind_starts = [int(k[0]) for k in kinds]
         self._kind_names = [str(k[1]) for k in kinds]
+        # Pattern keys come first: ids below this need no kind lookup.
+        if not kinds or self._kind_names[0] != "pattern":
+            self._first_marker = 0
+        else:
+            self._first_marker = self._kind_starts[1] if len(kinds) > 1 else 1 << 62
         self._key_cache: dict[int, list[int]] = {}
         self._key_text: dict[int, str] = {}
         self._patterns: dict[int, _Pattern] = {}
@@ -609,6 +614,18 @@ class MatcherIndex:
             self._key_text[key_id] = row[0] if row else ""
             self._key_cache[key_id] = pats
         return pats
+
+    def _prefetch_keys(self, key_ids: set[int]) -> None:
+        """Fetch the patterns of many hit keys in a few queries, not one each."""
+        todo = sorted(key_ids)
+        for start in range(0, len(todo), 500):
+            part = todo[start : start + 500]
+            marks = ",".join("?" * len(part))
+            for idx, key, pats in self._con.execute(
+                f"SELECT idx, key, patterns FROM keys WHERE idx IN ({marks})", part
+            ):
+                self._key_text[idx] = key
+                self._key_cache[idx] = json.loads(pats)
 
     def _code_text(self, key_id: int) -> str:
         if key_id not in self._key_text:
@@ -740,12 +757,13 @@ class MatcherIndex:
     ) -> None:
         # Keep the tail of the previous block in front of this one, for context.
         carry = min(CARRY_LINES, len(scan.lines))
-        new_nos = [block.line_no(i) for i in range(len(block.lines))]
-        new_ends = [block.end_line_no(i) for i in range(len(block.lines))]
+        n_new = len(block.lines)
+        new_nos = block.first if block.first is not None else range(block.base, block.base + n_new)
+        new_ends = block.last if block.last is not None else new_nos
         scan.g0 += len(scan.lines) - carry
         scan.lines = scan.lines[len(scan.lines) - carry :] + block.lines
-        scan.line_nos = scan.line_nos[len(scan.line_nos) - carry :] + new_nos
-        scan.end_nos = scan.end_nos[len(scan.end_nos) - carry :] + new_ends
+        scan.line_nos = scan.line_nos[len(scan.line_nos) - carry :] + list(new_nos)
+        scan.end_nos = scan.end_nos[len(scan.end_nos) - carry :] + list(new_ends)
         scan.lines_total += len(block.lines)
         lines = scan.lines
         data = "\n".join(lines).encode("utf-8", "replace")
@@ -766,10 +784,15 @@ class MatcherIndex:
         g0 = scan.g0
         pending_patterns: list[tuple[int, int]] = []
         code_hits: list[tuple[int, int]] = []
+        first_marker = self._first_marker
+        self._prefetch_keys(
+            {k for ids in per_line.values() for k in ids if k < first_marker}
+            - self._key_cache.keys()
+        )
         for li, key_ids in per_line.items():
             g = g0 + li
             for key_id in key_ids:
-                kind = self._kind(key_id)
+                kind = "pattern" if key_id < first_marker else self._kind(key_id)
                 if kind == "pattern":
                     for p in self._key_patterns(key_id):
                         pending_patterns.append((p, li))
@@ -825,6 +848,10 @@ class MatcherIndex:
             plain = logtext.unrepr_message(exc[1])
             if plain is not None:
                 out.append((li, li, f"{exc[0]}: {plain}"))
+        if '\\"' in one or "\\'" in one:
+            # a message quoted inside a quoted field (logfmt error="...", a JSON string kept
+            # whole): its own quotes arrive escaped
+            out.append((li, li, one.replace('\\"', '"').replace("\\'", "'")))
         if pat.newlines == 0:
             # A value with newlines in it (a DataFrame, a list of errors) carries the message on
             # over the next lines: from the exception line at or above the hit, tried last with

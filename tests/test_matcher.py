@@ -723,3 +723,48 @@ def test_match_can_be_called_from_several_threads(index: MatcherIndex) -> None:
     with ThreadPoolExecutor(4) as pool:
         reports = list(pool.map(lambda _: index.match(log), range(8)))
     assert all(len(r.matches) == 3 for r in reports)
+
+
+# ---- where people paste from ------------------------------------------------------------------
+
+
+def test_github_actions_annotation_prefix(index: MatcherIndex) -> None:
+    log = "2026-03-14T08:00:00.1234567Z ##[error]RuntimeError: Browser script result failed.\n"
+    (match,) = index.match(log).matches
+    assert (match.id, match.line) == ("61fab2d5ba541a04", 1)
+    assert "error-class" in match.evidence
+
+
+def test_class_in_markdown_backticks_is_recognised(index: MatcherIndex) -> None:
+    log = "*Alert* job crashed: `RuntimeError: Browser script result failed.`\n"
+    (match,) = index.match(log).matches
+    assert match.id == "61fab2d5ba541a04"
+    assert "error-class" in match.evidence
+
+
+@pytest.mark.parametrize("quote", ["    ", "> ", ">     ", "> > "])
+def test_traceback_pasted_indented_or_quoted(index: MatcherIndex, quote: str) -> None:
+    body = (
+        "Traceback (most recent call last):\n"
+        f'  File "{SITE}/openai/lib/browser.py", line 1093, in run\n'
+        "RuntimeError: Browser script result failed.\n"
+    )
+    log = "Hi, I get this:\n\n" + "".join(quote + line + "\n" for line in body.splitlines())
+    (match,) = index.match(log).matches
+    assert (match.id, match.line) == ("61fab2d5ba541a04", 5)
+    assert "frame:openai/lib/browser.py:1093" in match.evidence
+
+
+def test_logfmt_field_with_escaped_quotes(index: MatcherIndex) -> None:
+    log = (
+        'ts=2026-03-14T08:00:00Z level=error msg="job failed" '
+        'error="KeyError: \\"None of [\'customer_id\'] are in the columns\\""\n'
+    )
+    (match,) = index.match(log).matches
+    assert match.id == "765d8cebe29fa6d4"
+
+
+def test_an_empty_knowledge_base_matches_nothing_without_failing(tmp_path: Path) -> None:
+    empty = build_index([], tmp_path, "empty")
+    report = empty.match(FIXTURES / "paste.log")
+    assert report.matches == [] and report.stats["records"] == 0
