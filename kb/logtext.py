@@ -237,7 +237,7 @@ def starts_record(line: str) -> bool:
     m = PREFIX_RE.match(line)
     return (
         bool(m and m.end())
-        or line.startswith(("  ", "\t", "Traceback", "During handling", "The above"))
+        or line.startswith(("  ", "\t", "Traceback", "During handling", "The above", '{"'))
         or line[:1] in BOX_DRAWING
         or EXCEPTION_RE.match(line) is not None
     )
@@ -255,7 +255,9 @@ def _wrap_width(lines: list[str]) -> int | None:
     lengths = list(map(len, lines))
     common = Counter(n for n in lengths if WRAP_MIN_WIDTH <= n <= WRAP_MAX_WIDTH)
     widest = max(lengths)
-    for width, _count in common.most_common(3):
+    for width, count in common.most_common(3):
+        if sum(n for w, n in common.items() if w > width) > 2 * count:
+            continue  # wrapping leaves few lines longer than its width
         checked = went_on = 0
         distinct: set[str] = set()
         start = 0

@@ -71,10 +71,14 @@ PYTHON_STYLES = frozenset({"python", "jupyter", "rich"})
 CONTEXT_STYLES = frozenset({"jupyter", "rich"})
 # rich draws its traceback in a box: lines inside it are never the message.
 BOX_CHARS = frozenset("│╭╰┃┏┗")
+# A code-looking line is quoted source only with a stack frame this close.
+CODE_CONTEXT = 60
+# A raising frame adds no match of its own this close to a match of the same record.
+FRAME_ONLY_NEAR = 80
 # Path tails tried against the records' filePaths (a deep path has many).
 MAX_PATH_PARTS = 40
 # Lines of earlier blocks kept for context (tracebacks above a message, messages split over lines).
-CARRY_LINES = 96
+CARRY_LINES = 160
 # Lines after a hit that may still hold its stack frames (JavaScript, Java, Go print them below).
 LOOKAHEAD_LINES = 64
 # How far above an exception line its traceback may start.
@@ -157,9 +161,10 @@ PACKAGE_RE = re.compile(r"(?:site-packages|dist-packages|node_modules)[/\\]([\w.
 # Source lines quoted in tracebacks (Python, IPython's numbered lines, JS, Rust).
 SOURCE_LINE_RE = re.compile(
     r"^\s*(?:-*>\s*)?(?:\d+\s+)?(?:raise|throw|panic!|assert|return|yield|await|except)\b"
-    r"|^\s+(?:[rbf]|rf|fr)?[\"']"  # a string literal continuing a statement
-    r"|^\s*[A-Za-z_]\w* = (?:<|[rbf]?[\"'])"  # an assignment; pytest's "self = <...>" locals
 )
+# Inside a traceback report (pytest shows whole functions): a string literal continuing a
+# statement, an assignment, pytest's "self = <...>" locals.
+CODE_LINE_RE = re.compile(r"^\s+(?:[rbf]|rf|fr)?[\"']|^\s*[A-Za-z_]\w* = (?:<|[rbf]?[\"'])")
 # Where a message that runs on over lines surely ends: a new record, a traceback, a frame.
 VALUE_STOP_RE = re.compile(
     r"\S*\d\d:\d\d|\[?(?:TRACE|DEBUG|INFO|WARN|WARNING|ERROR|CRITICAL|FATAL)\b|Traceback|"
@@ -564,6 +569,7 @@ class _Scan:
         self.tb_done: set[int] = set()
         self.by_key: dict[tuple[str, tuple[str, ...]], Match] = {}
         self.fuzzy_cache: dict[str, list[tuple[float, int]]] = {}
+        self.by_line: dict[tuple[str, int], Match] = {}
 
 
 class MatcherIndex:
@@ -808,7 +814,7 @@ class MatcherIndex:
                 elif kind == "pyloc":
                     # pytest prints the raise site as "path.py:466: InvalidVersion"; one cheap
                     # test first, ".py:" is everywhere in some logs ("[loggers.py:123]")
-                    if g not in scan.frames and PYTEST_LOC_RE.match(lines[li]):
+                    if g not in scan.frames and PYTEST_LOC_RE.search(lines[li]):
                         frame = logtext.parse_frame(lines[li])
                         if frame is not None and frame.style == "pytest":
                             scan.frames[g] = (scan.line_nos[li], frame)
@@ -816,7 +822,7 @@ class MatcherIndex:
                     exc = logtext.exception_of(logtext.strip_prefix(lines[li]))
                     if exc is not None:
                         scan.errors[g] = exc
-                    if PYTEST_LOC_RE.match(lines[li]):
+                    if PYTEST_LOC_RE.search(lines[li]):
                         scan.errors.pop(g, None)  # a pytest location line, read as a frame
         self._load_patterns(p for p, _ in pending_patterns)
         limit = len(lines) if final else len(lines) - LOOKAHEAD_LINES
@@ -1105,7 +1111,9 @@ class MatcherIndex:
             if id(t) in used_tbs or not t.frames:
                 continue
             g_key = t.exc_g if t.exc_g is not None else t.frames[0][0]
-            if (upto is not None and g_key >= upto) or g_key in scan.claimed:
+            if upto is not None and g_key >= upto - LOOKAHEAD_LINES:
+                continue  # wait until the hits around it are settled
+            if g_key in scan.claimed or any(h.g_start <= g_key <= h.g_end for h in scan.hits):
                 continue
             if g_key in scan.tb_done:
                 continue
@@ -1124,6 +1132,10 @@ class MatcherIndex:
         line = scan.lines[li] if 0 <= li < len(scan.lines) else hit.subject
         bare = logtext.strip_prefix(line)
         if SOURCE_LINE_RE.match(line) or SOURCE_LINE_RE.match(bare):
+            return True
+        if (CODE_LINE_RE.match(line) or CODE_LINE_RE.match(bare)) and any(
+            g in scan.frames for g in range(hit.g_start - CODE_CONTEXT, hit.g_start + CODE_CONTEXT)
+        ):
             return True
         if any(UNFILLED_RE.fullmatch(c) for c in hit.captures):
             return True  # a template placeholder, as written in the source: `{missing}`
@@ -1314,6 +1326,10 @@ class MatcherIndex:
             return False
         hit = best.hit
         g = hit.g_start
+        if best.method == "frame" and any(
+            m.id == best.rec.id and abs(m.line - hit.line) <= FRAME_ONLY_NEAR for m in scan.matches
+        ):
+            return False  # its message was matched nearby (printed before the traceback, say)
         scan.claimed.add(g)
         if best.method == "frame" and hit.line == hit.end_line and hit.subject == "":
             text = scan.lines[g - scan.g0] if 0 <= g - scan.g0 < len(scan.lines) else ""
@@ -1347,7 +1363,7 @@ class MatcherIndex:
         # The same error again (a retry, pytest's short summary): one match, its other lines kept,
         # the best-evidenced reading of it kept.
         key = (match.id, tuple(match.captures)) if match.captures else (match.id, ())
-        seen = scan.by_key.get(key)
+        seen = scan.by_key.get(key) or scan.by_line.get((match.id, match.line))
         if seen is not None:
             if match.line != seen.line and match.line not in seen.other_lines:
                 # (one line read twice, as a JSON record and unpacked, is one occurrence)
@@ -1362,6 +1378,7 @@ class MatcherIndex:
                 seen.duplicates = match.duplicates
             return True
         scan.by_key[key] = match
+        scan.by_line[(match.id, match.line)] = match
         scan.matches.append(match)
         return True
 
@@ -1398,6 +1415,8 @@ class MatcherIndex:
             if not 0 <= li < len(scan.lines) or scan.line_nos[li] in done:
                 continue
             cls, message = errors[g]
+            if cls.endswith("KeyError"):
+                message = logtext.unrepr_message(message) or message
             query = _norm_template(message)
             if len(query) < FUZZY_MIN_CHARS:
                 continue

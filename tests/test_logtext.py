@@ -170,3 +170,10 @@ def test_utf16_logs_with_a_byte_order_mark_are_decoded() -> None:
     for source in (data, io.BytesIO(data)):
         lines = [line for b in blocks(source, block_bytes=7) for line in b.lines]
         assert lines == ["start", "ValueError: caf\u00e9 broke"]
+
+
+def test_json_lines_of_similar_lengths_are_not_taken_for_wrapping() -> None:
+    info = '{{"time": "2026-11-29T12:53:07.{:03d}Z", "level": "INFO", "message": "{}"}}'
+    rows = [info.format(i, "x" * 60) for i in range(5)]
+    rows.append('{"time": "2026-11-29T12:53:08Z", "level": "ERROR", "message": "' + "y" * 90 + '"}')
+    assert split_lines("\n".join(rows) + "\n").lines == rows

@@ -768,3 +768,34 @@ def test_an_empty_knowledge_base_matches_nothing_without_failing(tmp_path: Path)
     empty = build_index([], tmp_path, "empty")
     report = empty.match(FIXTURES / "paste.log")
     assert report.matches == [] and report.stats["records"] == 0
+
+
+def test_message_printed_before_its_traceback_is_one_match(index: MatcherIndex) -> None:
+    log = (
+        "[ERROR] RuntimeError: Browser script result failed.\n"
+        "Traceback (most recent call last):\n"
+        f'  File "{SITE}/openai/lib/browser.py", line 1093, in run\n'
+        '    raise RuntimeError("Browser script result failed.")\n'
+        "END RequestId: 3f6c1e0a-8b2d-4c57-9e41-7d2a9b0c5e18\n"
+    )
+    (match,) = index.match(log).matches
+    assert (match.id, match.line) == ("61fab2d5ba541a04", 1)
+
+
+def test_string_lines_of_a_pretty_printed_json_are_not_source_code(index: MatcherIndex) -> None:
+    log = (
+        "{\n"
+        '  "output_type": "error",\n'
+        '  "ename": "RuntimeError",\n'
+        '  "evalue": "Browser script result failed.",\n'
+        '  "traceback": []\n'
+        "}\n"
+    )
+    (match,) = index.match(log).matches
+    assert (match.id, match.line) == ("61fab2d5ba541a04", 4)
+
+
+def test_reworded_repr_quoted_keyerror_is_a_near_miss(index: MatcherIndex) -> None:
+    log = "KeyError: \"'graphs' must contain at least one variable\"\n"
+    (match,) = index.match(log).matches
+    assert (match.id, match.method) == ("cdba1ca5c401e1d8", "fuzzy")
