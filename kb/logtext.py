@@ -56,6 +56,7 @@ ANSI_RE = re.compile(
     r"|\x1b[PX^_][^\x1b]*\x1b\\"  # DCS/SOS/PM/APC strings
     r"|\x1b[@-Z\\-_]"  # two-byte sequences
     r"|\x9b[0-?]*[ -/]*[@-~]"  # 8-bit CSI
+    r"|\\(?:u001[bB]|x1[bB]|033|e)\[[0-?]*[ -/]*[@-~]"  # escaped in JSON or repr: "\u001b[91m"
 )
 
 # One prefix at a time, repeated: "svc-1  | 2026-03-14T08:00:00Z ERROR [worker] ...".
@@ -176,7 +177,9 @@ def parse_frame(line: str) -> Frame | None:
 
 
 def strip_ansi(text: str) -> str:
-    return ANSI_RE.sub("", text) if ("\x1b" in text or "\x9b" in text) else text
+    if "\x1b" in text or "\x9b" in text or "\\u001b" in text or "\\x1b" in text:
+        return ANSI_RE.sub("", text)
+    return text
 
 
 def strip_prefix(line: str) -> str:

@@ -177,3 +177,8 @@ def test_json_lines_of_similar_lengths_are_not_taken_for_wrapping() -> None:
     rows = [info.format(i, "x" * 60) for i in range(5)]
     rows.append('{"time": "2026-11-29T12:53:08Z", "level": "ERROR", "message": "' + "y" * 90 + '"}')
     assert split_lines("\n".join(rows) + "\n").lines == rows
+
+
+def test_ansi_sequences_escaped_inside_json_strings_are_stripped() -> None:
+    line = '"\\u001b[91mValueError\\u001b[39m: bad \\x1b[1mthing\\x1b[0m",'
+    assert split_lines(line).lines == ['"ValueError: bad thing",']
