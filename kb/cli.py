@@ -295,19 +295,13 @@ def search(
       kb search unknown kv cache group kind
       kb search --repo pandas-dev/pandas --error-class KeyError "not in index"
     """
-    from kb import render
+    from kb import quick, render
+    from kb.config import resolve_database_url
+    from kb.search import Filters
 
     query = " ".join(words).strip() or None
-    response = open_kb(ctx).search(
-        query,
-        repo=repo,
-        tag=tag,
-        error_class=error_class,
-        code=code,
-        error_type=error_type,
-        severity=severity,
-        limit=limit,
-    )
+    filters = Filters(repo, tag, error_class, code, error_type, severity)
+    response = quick.search(resolve_database_url(ctx.obj.get("db")), query, filters, limit)
     if as_json or fmt == "json":
         click.echo(render.to_json(response.as_dict()))
     elif not response.results:

@@ -201,12 +201,13 @@ class KnowledgeBase:
         limit: int = 10,
     ) -> SearchResponse:
         """Records by words, an id, slug or code, and/or filters; best first."""
-        from kb.search import Filters, Searcher
+        from kb.search import Filters, Searcher, SqlAlchemyRunner
 
         filters = Filters(repo, tag, error_class, code, error_type, severity)
         with self._connect() as conn:
             revision = get_meta(conn, "revision") or "empty"
-            return Searcher(conn, self.cache_dir(), revision).search(query, filters, limit)
+            searcher = Searcher(SqlAlchemyRunner(conn), self.cache_dir(), revision)
+            return searcher.search(query, filters, limit)
 
     def stats(self) -> dict[str, Any]:
         """Totals by repository, type and severity, and the last imports."""

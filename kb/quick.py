@@ -107,3 +107,29 @@ def open_for_matching(url: str) -> tuple[Any, RecordFetcher]:
 
     kb = KnowledgeBase(url)
     return kb.matcher(), kb.get_many
+
+
+def search(url: str, query: str | None, filters: Any, limit: int) -> Any:
+    """`kb search` on the cheapest path that can answer it (see `open_for_matching`)."""
+    from kb.search import Searcher, SqliteRunner
+
+    reader = QuickReader.open(url)
+    if reader is not None:
+        try:
+            searcher = Searcher(SqliteRunner(reader.conn), cache_dir_for(url), reader.revision())
+            return searcher.search(query, filters, limit)
+        finally:
+            reader.close()
+    from kb.knowledge import KnowledgeBase
+
+    with KnowledgeBase(url) as kb:
+        return kb.search(
+            query,
+            repo=filters.repo,
+            tag=filters.tag,
+            error_class=filters.error_class,
+            code=filters.code,
+            error_type=filters.error_type,
+            severity=filters.severity,
+            limit=limit,
+        )

@@ -3,28 +3,28 @@
 SQLite answers from its FTS5 index (ranked by bm25); other databases get a portable,
 slower word search until their own index is wired up. Whatever the user types becomes
 quoted FTS phrases and bound parameters, never query syntax or SQL.
+
+The SQL here is plain text with `?` parameters run through a `Runner`, so the same searcher
+works on a SQLAlchemy connection and, for a cold `kb search`, on the standard library's
+sqlite3 without importing SQLAlchemy at all.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import sqlite3
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
-from sqlalchemy import Float, and_, exists, false, func, or_, select
-from sqlalchemy.engine import Connection
-from sqlalchemy.sql.elements import ColumnElement
-
-from kb.models import FTS_COLUMNS, RECORD_TAGS, RECORDS
 from kb.records import ID_RE
 
-# bm25 weight per FTS column, in FTS_COLUMNS order. The message and code are what people
-# paste, so they count most; identifiers (slug, class, repo, path, tags) next; the prose
-# (documentation, scenarios, solutions) least, or long generic text would outrank the record
-# whose message the user actually quoted.
+# The FTS5 columns, in the order of the index (kb/models.py FTS_COLUMNS, checked by a test).
+# bm25 weight per column: the message and code are what people paste, so they count most;
+# identifiers (slug, class, repo, path, tags) next; the prose (documentation, scenarios,
+# solutions) least, or long generic text would outrank the record whose message was quoted.
 BM25_WEIGHTS: Final = {
     "slug": 4.0,
     "error_message": 10.0,
@@ -38,7 +38,6 @@ BM25_WEIGHTS: Final = {
     "common_situations": 0.7,
     "solutions": 0.5,
 }
-assert tuple(BM25_WEIGHTS) == FTS_COLUMNS
 
 MAX_QUERY_CHARS: Final = 2000  # longer input is cut: nobody types more, a paste may be huge
 MAX_TERMS: Final = 40  # FTS cost grows with terms; the first 40 words carry the meaning
@@ -50,6 +49,43 @@ RELAX_MAX_TERMS: Final = 8  # up to this many words a failed AND retries as "all
 TERM_RE: Final = re.compile(r'"([^"]*)"?|(\S+)')
 WORD_RE: Final = re.compile(r"[^\W_]+", re.UNICODE)
 CONTROL_RE: Final = re.compile(r"[\x00-\x1f\x7f-\x9f]+")
+RESULT_COLUMNS: Final = (
+    "r.id, r.repo, r.slug, r.error_message, r.error_class, r.error_code, r.documentation"
+)
+
+
+class Runner(Protocol):
+    """Runs one SQL statement with `?` parameters and returns its rows as tuples."""
+
+    fts: bool  # SQLite with the FTS5 index
+
+    def rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]: ...
+
+
+class SqliteRunner:
+    """The standard library's sqlite3 (the cold path), or a SQLAlchemy connection's own."""
+
+    fts = True
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        return self.conn.execute(sql, tuple(params)).fetchall()
+
+
+class SqlAlchemyRunner:
+    """Any SQLAlchemy connection; `?` becomes the driver's own placeholder."""
+
+    def __init__(self, conn: Any) -> None:
+        self.conn = conn
+        self.fts = conn.dialect.name == "sqlite"
+        self.qmark = conn.dialect.paramstyle == "qmark"
+
+    def rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        if not self.qmark:
+            sql = sql.replace("%", "%%").replace("?", "%s")
+        return [tuple(row) for row in self.conn.exec_driver_sql(sql, tuple(params))]
 
 
 @dataclass(frozen=True)
@@ -61,23 +97,26 @@ class Filters:
     error_type: str | None = None
     severity: str | None = None
 
-    def conditions(self) -> list[ColumnElement[bool]]:
-        r = RECORDS.c
-        out: list[ColumnElement[bool]] = []
-        if self.repo:
-            out.append(r.repo == self.repo)
-        if self.error_class:
-            out.append(r.error_class == self.error_class)
-        if self.code:
-            out.append(r.error_code == self.code)
-        if self.error_type:
-            out.append(r.error_type == self.error_type)
-        if self.severity:
-            out.append(r.severity == self.severity)
+    def sql(self) -> tuple[list[str], list[Any]]:
+        """WHERE conditions on `records r`, and their parameters."""
+        conditions: list[str] = []
+        params: list[Any] = []
+        for column, value in (
+            ("repo", self.repo),
+            ("error_class", self.error_class),
+            ("error_code", self.code),
+            ("error_type", self.error_type),
+            ("severity", self.severity),
+        ):
+            if value:
+                conditions.append(f"r.{column} = ?")
+                params.append(value)
         if self.tag:
-            t = RECORD_TAGS.c
-            out.append(exists().where(and_(t.record_id == r.id, t.tag == self.tag)))
-        return out
+            conditions.append(
+                "EXISTS (SELECT 1 FROM record_tags t WHERE t.record_id = r.id AND t.tag = ?)"
+            )
+            params.append(self.tag)
+        return conditions, params
 
 
 @dataclass
@@ -147,34 +186,28 @@ def summary_of(documentation: str | None) -> str:
     return text if len(text) <= SUMMARY_CHARS else text[: SUMMARY_CHARS - 1] + "…"
 
 
-_RESULT_COLUMNS = (
-    RECORDS.c.id,
-    RECORDS.c.repo,
-    RECORDS.c.slug,
-    RECORDS.c.error_message,
-    RECORDS.c.error_class,
-    RECORDS.c.error_code,
-    RECORDS.c.documentation,
-)
-
-
-def _result(row: Any, score: float) -> SearchResult:
+def _result(row: tuple[Any, ...], score: float) -> SearchResult:
+    record_id, repo, slug, message, error_class, error_code, documentation = row[:7]
     return SearchResult(
-        id=row.id,
+        id=record_id,
         score=score,
-        repo=row.repo,
-        slug=row.slug,
-        error_message=row.error_message,
-        error_class=row.error_class,
-        error_code=row.error_code,
-        summary=summary_of(row.documentation),
+        repo=repo,
+        slug=slug,
+        error_message=message,
+        error_class=error_class,
+        error_code=error_code,
+        summary=summary_of(documentation),
     )
 
 
+def _where(conditions: Sequence[str]) -> str:
+    return (" WHERE " + " AND ".join(conditions)) if conditions else ""
+
+
 class Searcher:
-    def __init__(self, conn: Connection, cache: Path | None = None, revision: str = "") -> None:
-        self.conn = conn
-        self.fts = conn.dialect.name == "sqlite"
+    def __init__(self, runner: Runner, cache: Path | None = None, revision: str = "") -> None:
+        self.run = runner.rows
+        self.fts = runner.fts
         self.cache = cache  # where the vocabulary for "did you mean" is kept between runs
         self.revision = revision
 
@@ -223,41 +256,40 @@ class Searcher:
     # ------------------------------------------------------------------ the ways to find
 
     def _filtered(self, filters: Filters, limit: int) -> SearchResponse:
-        conditions = filters.conditions()
-        where = and_(*conditions) if conditions else None
-        count = select(func.count()).select_from(RECORDS)
-        rows = select(*_RESULT_COLUMNS).order_by(RECORDS.c.repo, RECORDS.c.slug, RECORDS.c.id)
-        if where is not None:
-            count, rows = count.where(where), rows.where(where)
-        total = self.conn.execute(count).scalar_one()
-        results = [_result(row, 1.0) for row in self.conn.execute(rows.limit(limit))]
-        return SearchResponse(results, int(total), None, "filters")
+        conditions, params = filters.sql()
+        where = _where(conditions)
+        (total,) = self.run(f"SELECT count(*) FROM records r{where}", params)[0]
+        rows = self.run(
+            f"SELECT {RESULT_COLUMNS} FROM records r{where} ORDER BY r.repo, r.slug, r.id LIMIT ?",
+            [*params, limit],
+        )
+        return SearchResponse([_result(row, 1.0) for row in rows], int(total), None, "filters")
 
     def _exact(self, query: str, filters: Filters, limit: int) -> SearchResponse | None:
         """An id, a slug (or repo/slug) or an error code goes straight to its records."""
-        r = RECORDS.c
-        options: list[ColumnElement[bool]] = [r.slug == query, r.error_code == query]
+        options = ["r.slug = ?", "r.error_code = ?"]
+        params: list[Any] = [query, query]
         if ID_RE.fullmatch(query.lower()):
-            options.append(r.id == query.lower())
+            options.append("r.id = ?")
+            params.append(query.lower())
         if "/" in query:
             repo, _, slug = query.rpartition("/")
-            options.append(and_(r.repo == repo, r.slug == slug))
-        statement = (
-            select(*_RESULT_COLUMNS)
-            .where(or_(*options), *filters.conditions())
-            .order_by(r.repo, r.id)
+            options.append("(r.repo = ? AND r.slug = ?)")
+            params += [repo, slug]
+        conditions, filter_params = filters.sql()
+        where = _where(["(" + " OR ".join(options) + ")", *conditions])
+        params += filter_params
+        rows = self.run(
+            f"SELECT {RESULT_COLUMNS} FROM records r{where} ORDER BY r.repo, r.id LIMIT ?",
+            [*params, limit + 1],
         )
-        rows = self.conn.execute(statement.limit(limit + 1)).all()
         if not rows:
             return None
         total = len(rows)
         if total > limit:
-            total = self.conn.execute(
-                select(func.count())
-                .select_from(RECORDS)
-                .where(or_(*options), *filters.conditions())
-            ).scalar_one()
-        return SearchResponse([_result(row, 1.0) for row in rows[:limit]], total, query, "exact")
+            (total,) = self.run(f"SELECT count(*) FROM records r{where}", params)[0]
+        results = [_result(row, 1.0) for row in rows[:limit]]
+        return SearchResponse(results, int(total), query, "exact")
 
     def _words(
         self, terms: Sequence[str], filters: Filters, limit: int, mode: str
@@ -271,29 +303,21 @@ class Searcher:
     def _fts(
         self, terms: Sequence[str], filters: Filters, limit: int, mode: str, method: str
     ) -> SearchResponse:
-        from sqlalchemy import column, literal_column, table
-
-        expression = self._expression(terms, mode)
-        fts = table("records_fts", column("rowid"))
-        weights = ", ".join(str(w) for w in BM25_WEIGHTS.values())
-        rank = literal_column(f"bm25(records_fts, {weights})", type_=Float).label("rank")
-        matched = literal_column("records_fts").op("MATCH", is_comparison=True)(expression)
-        joined = fts.join(RECORDS, RECORDS.c.key == fts.c.rowid)
-        conditions = [matched, *filters.conditions()]
-        total = self.conn.execute(
-            select(func.count()).select_from(joined).where(*conditions)
-        ).scalar_one()
+        conditions, params = filters.sql()
+        where = _where(["records_fts MATCH ?", *conditions])
+        params = [self._expression(terms, mode), *params]
+        joined = "records_fts JOIN records r ON r.key = records_fts.rowid"
+        (total,) = self.run(f"SELECT count(*) FROM {joined}{where}", params)[0]
         if not total:
             return SearchResponse([], 0, None, method)
-        rows = self.conn.execute(
-            select(*_RESULT_COLUMNS, rank)
-            .select_from(joined)
-            .where(*conditions)
-            .order_by(rank, RECORDS.c.id)
-            .limit(limit)
+        weights = ", ".join(str(w) for w in BM25_WEIGHTS.values())
+        rows = self.run(
+            f"SELECT {RESULT_COLUMNS}, bm25(records_fts, {weights}) AS rank FROM {joined}{where} "
+            "ORDER BY rank, r.id LIMIT ?",
+            [*params, limit],
         )
         # bm25 is negative, lower is better; -bm25 / (1 - bm25) maps it into (0, 1).
-        results = [_result(row, -row.rank / (1.0 - row.rank)) for row in rows]
+        results = [_result(row, -row[7] / (1.0 - row[7])) for row in rows]
         return SearchResponse(results, int(total), None, method)
 
     @staticmethod
@@ -314,19 +338,24 @@ class Searcher:
     def _like(
         self, terms: Sequence[str], filters: Filters, limit: int, every: bool, method: str
     ) -> SearchResponse:
-        r = RECORDS.c
-        searched = (r.error_message, r.slug, r.error_code, r.error_class, r.repo, r.documentation)
-        per_term = []
+        """The portable fallback: every (or any) word somewhere in the main text columns."""
+        searched = ("error_message", "slug", "error_code", "error_class", "repo", "documentation")
+        per_term: list[str] = []
+        params: list[Any] = []
         for term in terms:
-            pattern = "%" + term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-            per_term.append(or_(*(c.ilike(pattern, escape="\\") for c in searched)))
-        matched = and_(*per_term) if every else or_(*per_term) if per_term else false()
-        conditions = [matched, *filters.conditions()]
-        total = self.conn.execute(
-            select(func.count()).select_from(RECORDS).where(*conditions)
-        ).scalar_one()
-        rows = self.conn.execute(
-            select(*_RESULT_COLUMNS).where(*conditions).order_by(r.repo, r.id).limit(limit)
+            escaped = term.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+            per_term.append(
+                "(" + " OR ".join(f"lower(r.{c}) LIKE ? ESCAPE '\\'" for c in searched) + ")"
+            )
+            params += [f"%{escaped}%"] * len(searched)
+        conditions, filter_params = filters.sql()
+        matched = "(" + (" AND " if every else " OR ").join(per_term) + ")"
+        where = _where([matched, *conditions])
+        params += filter_params
+        (total,) = self.run(f"SELECT count(*) FROM records r{where}", params)[0]
+        rows = self.run(
+            f"SELECT {RESULT_COLUMNS} FROM records r{where} ORDER BY r.repo, r.id LIMIT ?",
+            [*params, limit],
         )
         return SearchResponse([_result(row, 0.5) for row in rows], int(total), None, method)
 
@@ -335,13 +364,8 @@ class Searcher:
     def _known(self, term: str) -> bool:
         if not self.fts:
             return True
-        from sqlalchemy import text
-
-        row = self.conn.execute(
-            text("SELECT 1 FROM records_fts WHERE records_fts MATCH :e LIMIT 1"),
-            {"e": fts_phrase(term)},
-        ).first()
-        return row is not None
+        sql = "SELECT 1 FROM records_fts WHERE records_fts MATCH ? LIMIT 1"
+        return bool(self.run(sql, [fts_phrase(term)]))
 
     def _correct(self, terms: Sequence[str]) -> list[str]:
         """Each unknown plain word replaced by the nearest word of the vocabulary."""
@@ -386,14 +410,12 @@ class Searcher:
 
     def _collect_vocabulary(self) -> list[str]:
         words: set[str] = set()
-        r = RECORDS.c
-        rows = self.conn.execute(select(r.slug, r.error_class, r.error_code, r.repo).distinct())
-        for row in rows:
+        for row in self.run("SELECT DISTINCT slug, error_class, error_code, repo FROM records"):
             words.update(_words_of(row))
         return sorted(word for word in words if len(word) >= 3 and not word.isdigit())
 
 
-def _words_of(row: Any) -> Iterable[str]:
+def _words_of(row: tuple[Any, ...]) -> Iterable[str]:
     slug, error_class, error_code, repo = row
     for value in (slug, error_class, error_code, repo):
         if value:

@@ -200,3 +200,35 @@ def test_text_output_has_one_block_per_result(loaded: Any) -> None:
     assert f"   kb show {SEED_ID}" in out
     markdown = loaded("search", "backend_per_kind", "--format", "markdown").stdout
     assert markdown.startswith("### Results for 'backend\\_per\\_kind' (1 of 1)")
+
+
+def test_bm25_weights_name_every_fts_column_in_order() -> None:
+    from kb.models import FTS_COLUMNS
+    from kb.search import BM25_WEIGHTS
+
+    assert tuple(BM25_WEIGHTS) == FTS_COLUMNS
+
+
+def test_the_sqlalchemy_path_and_the_quick_path_agree(loaded: Any, db_path: Path) -> None:
+    from kb import quick
+    from kb.search import Filters
+
+    with KnowledgeBase(str(db_path)) as kb:
+        for query in ("kv cache group", "unknwn kv cahce", SEED_ID, "zzqxv"):
+            full = kb.search(query).as_dict()
+            fast = quick.search(kb.url, query, Filters(), 10).as_dict()
+            assert full == fast, query
+
+
+def test_the_portable_word_search_finds_records_without_fts(loaded: Any, db_path: Path) -> None:
+    from kb.search import Filters, Searcher, SqlAlchemyRunner
+
+    with KnowledgeBase(str(db_path)) as kb, kb.engine.connect() as conn:
+        runner = SqlAlchemyRunner(conn)
+        runner.fts = False  # what a database without FTS5 (PostgreSQL for now) gets
+        searcher = Searcher(runner)
+        found = searcher.search("backend_per_kind", Filters(), 5)
+        assert [r.id for r in found.results] == [SEED_ID]
+        assert searcher.search("100%_ \\ '", Filters(), 5).total == 0
+        filtered = searcher.search("kv cache", Filters(repo="vllm-project/vllm"), 5)
+        assert SEED_ID in [r.id for r in filtered.results]
