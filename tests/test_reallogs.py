@@ -2,8 +2,9 @@
 make them (timestamps, ANSI, CRLF, compose prefixes, pytest and Jupyter reports, wrapping),
 several errors at once, reworded messages, and clean logs that must come back empty.
 
-The logs and their answer keys are in tests/fixtures/reallogs/ (see its README for how they
-were captured). The knowledge base is every corpus record of the repositories involved.
+Two sets, each with its answer keys and the corpus records of its repositories (see each
+folder's README for how they were captured): tests/fixtures/reallogs/ and a second set from
+other libraries and log shapes, tests/fixtures/heldout/, made separately from the first.
 """
 
 from __future__ import annotations
@@ -16,22 +17,41 @@ import pytest
 
 from kb.knowledge import KnowledgeBase
 
-REALLOGS = Path(__file__).parent / "fixtures" / "reallogs"
-LOGS = sorted(path.name.removesuffix(".expected.json") for path in REALLOGS.glob("*.expected.json"))
+FIXTURES = Path(__file__).parent / "fixtures"
+REALLOGS = FIXTURES / "reallogs"
+SETS = ("reallogs", "heldout")
+LOGS = [
+    (folder, path.name.removesuffix(".expected.json"))
+    for folder in SETS
+    for path in sorted((FIXTURES / folder).glob("*.expected.json"))
+]
+# Reworded messages the near-miss search does not reach yet (kept visible, not hidden).
+KNOWN_MISSES = {
+    ("heldout", "reworded_kombu_transport"): "a reworded message whose class is KeyError",
+    ("heldout", "reworded_msgonly_sklearn"): "a reworded message with no class and no frame",
+}
 
 
 @pytest.fixture(scope="module")
-def kb(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    folder = tmp_path_factory.mktemp("reallogs")
-    base = KnowledgeBase(str(folder / "kb.sqlite3"))
-    report = base.import_sources([str(REALLOGS / "records.jsonl.gz")])
-    assert report.rejected == 0 and report.inserted > 8000
-    yield base
-    base.close()
+def knowledge_bases(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """One knowledge base a set, made on first use and shared by the set's logs."""
+    made: dict[str, KnowledgeBase] = {}
+
+    def get(folder: str) -> KnowledgeBase:
+        if folder not in made:
+            path = tmp_path_factory.mktemp(folder) / "kb.sqlite3"
+            made[folder] = KnowledgeBase(str(path))
+            report = made[folder].import_sources([str(FIXTURES / folder / "records.jsonl.gz")])
+            assert report.rejected == 0 and report.inserted > 8000
+        return made[folder]
+
+    yield get
+    for base in made.values():
+        base.close()
 
 
-def expected_of(name: str) -> dict[str, Any]:
-    return json.loads((REALLOGS / f"{name}.expected.json").read_text())
+def expected_of(name: str, folder: str = "reallogs") -> dict[str, Any]:
+    return json.loads((FIXTURES / folder / f"{name}.expected.json").read_text())
 
 
 def lines_of(match: Any) -> set[int]:
@@ -48,10 +68,25 @@ def accepts(match: Any, entry: dict[str, Any]) -> bool:
     return False
 
 
-@pytest.mark.parametrize("name", LOGS)
-def test_every_expected_error_is_found_at_its_line_and_nothing_else(kb: Any, name: str) -> None:
-    key = expected_of(name)
-    report = kb.match((REALLOGS / f"{name}.log").read_bytes())
+@pytest.mark.parametrize(
+    ("folder", "name"),
+    [
+        pytest.param(
+            folder,
+            name,
+            marks=[pytest.mark.xfail(reason=KNOWN_MISSES[folder, name], strict=True)]
+            if (folder, name) in KNOWN_MISSES
+            else [],
+            id=f"{folder}/{name}",
+        )
+        for folder, name in LOGS
+    ],
+)
+def test_every_expected_error_is_found_at_its_line_and_nothing_else(
+    knowledge_bases: Any, folder: str, name: str
+) -> None:
+    key = expected_of(name, folder)
+    report = knowledge_bases(folder).match((FIXTURES / folder / f"{name}.log").read_bytes())
     allowed_lines: set[int] = set()
     for entry in key["expected"]:
         where = {entry["line"], *entry.get("also_lines", [])}
@@ -69,6 +104,9 @@ def test_every_expected_error_is_found_at_its_line_and_nothing_else(kb: Any, nam
     assert not extra, f"{name}: unexpected matches {extra}"
 
 
-def test_clean_logs_are_part_of_the_set() -> None:
-    clean = [name for name in LOGS if not expected_of(name)["expected"]]
-    assert len(clean) >= 5
+@pytest.mark.parametrize("folder", SETS)
+def test_each_set_has_clean_logs_reworded_ones_and_several_errors_at_once(folder: str) -> None:
+    keys = [expected_of(name, f) for f, name in LOGS if f == folder]
+    assert sum(1 for key in keys if not key["expected"]) >= 5
+    assert sum(1 for key in keys if len(key["expected"]) >= 2) >= 3
+    assert sum(1 for key in keys for e in key["expected"] if e.get("method") == "fuzzy") >= 4
