@@ -174,7 +174,7 @@ LEVEL_RE = re.compile(
     r"\b(TRACE|DEBUG|INFO|NOTICE|WARN|WARNING|ERROR|ERR|CRITICAL|FATAL|SEVERE|PANIC)\b", re.I
 )
 SERVICE_RE = re.compile(r"([\w.\-]{1,64}) +\| ")
-PYTEST_LOC_RE = re.compile(r"[^\s:]+\.py:\d+: ")
+PYTEST_LOC_RE = re.compile(r"\.py:\d+: ")  # then parse_frame reads the whole line
 DOTTED_CLASS_RE = re.compile(r"(?:^|\s)([a-z_]\w*(?:\.\w+)*)\.[A-Z]\w*:(?: |$)")
 UNFILLED_RE = re.compile(r"\{[\w.\[\]()'\"!:, ]*\}|%\(\w+\)[sdr]|%[sdr]")
 NUMBERED_SOURCE_RE = re.compile(r"^\s*(?:-*>\s*)?\d{1,6} ")
