@@ -1363,7 +1363,11 @@ class MatcherIndex:
         # The same error again (a retry, pytest's short summary): one match, its other lines kept,
         # the best-evidenced reading of it kept.
         key = (match.id, tuple(match.captures)) if match.captures else (match.id, ())
-        seen = scan.by_key.get(key) or scan.by_line.get((match.id, match.line))
+        seen = (
+            scan.by_key.get(key)
+            or scan.by_line.get((match.id, match.line))
+            or _truncated_repeat(scan.matches, match)
+        )
         if seen is not None:
             if match.line != seen.line and match.line not in seen.other_lines:
                 # (one line read twice, as a JSON record and unpacked, is one occurrence)
@@ -1483,6 +1487,30 @@ class MatcherIndex:
 
 # --------------------------------------------------------------------------------------------
 # Helpers
+
+
+_ELLIPSIS_RE = re.compile(r"(?:\.\.\.|…)['\"]?$")
+
+
+def _truncated_repeat(matches: Sequence[Match], match: Match) -> Match | None:
+    """An earlier match of the same record whose values this one repeats cut short, as
+    pytest's short test summary does ("Invalid version: '2.1.0-...")."""
+    for seen in matches:
+        if seen.id != match.id or len(seen.captures) != len(match.captures):
+            continue
+        if all(_same_or_cut(a, b) for a, b in zip(seen.captures, match.captures, strict=True)):
+            return seen
+    return None
+
+
+def _same_or_cut(a: str, b: str) -> bool:
+    if a == b:
+        return True
+    for full, cut in ((a, b), (b, a)):
+        stem = _ELLIPSIS_RE.sub("", cut)
+        if stem != cut and full.startswith(stem):
+            return True
+    return False
 
 
 def _prod(values: Iterable[float]) -> float:

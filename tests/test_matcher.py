@@ -799,3 +799,16 @@ def test_reworded_repr_quoted_keyerror_is_a_near_miss(index: MatcherIndex) -> No
     log = "KeyError: \"'graphs' must contain at least one variable\"\n"
     (match,) = index.match(log).matches
     assert (match.id, match.method) == ("cdba1ca5c401e1d8", "fuzzy")
+
+
+def test_pytest_summary_that_cuts_the_value_short_is_the_same_error(index: MatcherIndex) -> None:
+    log = (
+        '  File "/venv/lib/python3.11/site-packages/packaging/version.py", line 466, in __init__\n'
+        "packaging.version.InvalidVersion: Invalid version: '2.1.0-final-rc'\n"
+        "=========================== short test summary info ============================\n"
+        "FAILED tests/test_v.py::test_parse - packaging.version.InvalidVersion: Invalid "
+        "version: '2.1.0-...\n"
+    )
+    report = index.match(log)
+    assert [(m.id, m.line, m.other_lines) for m in report.matches] == [("068f17d5e7855248", 2, [4])]
+    assert report.matches[0].captures == ["'2.1.0-final-rc'"]
