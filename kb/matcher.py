@@ -54,7 +54,7 @@ __all__ = [
     "sources_from_records",
 ]
 
-FORMAT_VERSION = 4
+FORMAT_VERSION = 5
 CACHE_FILE = "matcher.sqlite3"
 # A temporary cache file this old is left over from a killed build.
 STALE_TMP_SECONDS = 3600
@@ -94,6 +94,8 @@ FRAME_FILE_LINES = 40
 FUZZY_CUTOFF = 78.0  # below ~86 only the class on the line lifts a near miss over the min score
 FUZZY_CLASSLESS_CUTOFF = 86.0
 FUZZY_MAX_QUERIES = 40
+FUZZY_SHORTLIST = 12  # templates rescored with placeholders free (see _gap_similarity)
+FUZZY_SHORTLIST_CUTOFF = 55.0  # plain similarity a template needs to be rescored at all
 FUZZY_MIN_CHARS = 16
 # A message may run on over this many lines when a value in it has newlines.
 MAX_VALUE_LINES = 12
@@ -178,7 +180,10 @@ PYTEST_LOC_RE = re.compile(r"\.py:\d+: ")  # then parse_frame reads the whole li
 DOTTED_CLASS_RE = re.compile(r"(?:^|\s)([a-z_]\w*(?:\.\w+)*)\.[A-Z]\w*:(?: |$)")
 UNFILLED_RE = re.compile(r"\{[\w.\[\]()'\"!:, ]*\}|%\(\w+\)[sdr]|%[sdr]")
 NUMBERED_SOURCE_RE = re.compile(r"^\s*(?:-*>\s*)?\d{1,6} ")
-_VALUE_RE = re.compile(r"'[^']*'|\"[^\"]*\"|\[[^\]]*\]|\([^)]*\)|\{[^}]*\}|<[^>]*>|\b\d[\w.]*")
+# Values in a message: quoted, bracketed, numbers (a number's sentence-ending period stays).
+_VALUE_RE = re.compile(
+    r"'[^']*'|\"[^\"]*\"|\[[^\]]*\]|\([^)]*\)|\{[^}]*\}|<[^>]*>|\b\d(?:[\w.]*\w)?"
+)
 _SPACES_RE = re.compile(r"\s+")
 _CODE_BOUNDARY = re.compile(r"[\w-]")
 _CHOICE_SPLIT = re.compile(r"\s*(?:,|\||\bor\b)\s*")
@@ -568,7 +573,7 @@ class _Scan:
         self.claimed: set[int] = set()
         self.tb_done: set[int] = set()
         self.by_key: dict[tuple[str, tuple[str, ...]], Match] = {}
-        self.fuzzy_cache: dict[str, list[tuple[float, int]]] = {}
+        self.fuzzy_cache: dict[str, list[tuple[float, float, int]]] = {}
         self.by_line: dict[tuple[str, int], Match] = {}
 
 
@@ -1435,12 +1440,16 @@ class MatcherIndex:
                 continue
             tb = by_exc.get(g)
             cands: list[_Candidate] = []
-            for similarity, p_idx in found:
-                if not cls and similarity * 100 < FUZZY_CLASSLESS_CUTOFF:
-                    continue  # a line with no exception class must read almost the same
+            for plain, gap, p_idx in found:
                 pat = self._pattern(p_idx)
                 for rec_idx in pat.records:
                     rec = self._record(rec_idx)
+                    # Placeholders count as free (gap) only where the exception class agrees:
+                    # a class-less line must read almost the same as the template.
+                    agrees = bool(rec.error_class) and cls.rpartition(".")[2] == rec.error_class
+                    similarity = gap if agrees else plain
+                    if similarity * 100 < (FUZZY_CUTOFF if cls else FUZZY_CLASSLESS_CUTOFF):
+                        continue
                     base = 0.62 * similarity
                     factors: list[float] = []
                     evidence = [f"fuzzy:{similarity:.2f}"]
@@ -1467,7 +1476,7 @@ class MatcherIndex:
                     cands.append(_Candidate(rec, min(score, 0.9), "fuzzy", evidence, hit))
             self._emit(scan, cands, top, min_score)
 
-    def _fuzzy_lookup(self, query: str) -> list[tuple[float, int]]:
+    def _fuzzy_lookup(self, query: str) -> list[tuple[float, float, int]]:
         from rapidfuzz import fuzz, process
 
         if self._fuzzy is None:
@@ -1475,18 +1484,77 @@ class MatcherIndex:
             items = json.loads(row[0]) if row else []
             self._fuzzy = ([t for t, _ in items], [p for _, p in items])
         templates, pats = self._fuzzy
+        # A wide shortlist by plain similarity, then each rescored with its placeholders free
+        # to hold any value: "Unknown transport: amqps2. Did you mean amqps?" reads as
+        # "No such transport: {transport}.  Did you mean {alt}?" with two words changed, which
+        # plain similarity (the values count as differences) puts below the cutoff.
         results = process.extract(
             query,
             templates,
             scorer=fuzz.ratio,
-            score_cutoff=FUZZY_CUTOFF,
-            limit=5,
+            score_cutoff=FUZZY_SHORTLIST_CUTOFF,
+            limit=FUZZY_SHORTLIST,
         )
-        return [(score / 100.0, pats[i]) for _t, score, i in results]
+        scored: list[tuple[float, float, int]] = []
+        for _t, score, i in results:
+            p_idx = pats[i]
+            records = self._pattern(p_idx).records
+            template = _gap_template(self._record(records[0]).error_message) if records else ""
+            plain = score / 100.0
+            gap = max(plain, _gap_similarity(template, query))
+            if gap * 100 >= FUZZY_CUTOFF:
+                scored.append((plain, gap, p_idx))
+        scored.sort(key=lambda item: -item[1])
+        return scored[:5]
 
 
 # --------------------------------------------------------------------------------------------
 # Helpers
+
+
+_GAP = "\x00"  # stands for a placeholder in a template being aligned with a log line
+
+
+def _gap_template(error_message: str) -> str:
+    """The message template normalised like a query, each placeholder kept as one _GAP."""
+    from kb.patterns import message_pieces
+
+    text = "".join(_GAP if piece is None else piece for piece in message_pieces(error_message))
+    return _norm_template(text)
+
+
+def _gap_similarity(template: str, query: str) -> float:
+    """Indel similarity of a log line to a template whose placeholders absorb any value.
+
+    Text inserted where the template has a placeholder costs nothing; everything else (words
+    changed, added or removed) costs as usual. At most half the line may be such free values,
+    so a template of mostly placeholders cannot claim an unrelated line."""
+    if _GAP not in template or not query:
+        return 0.0
+    from rapidfuzz.distance import Indel
+
+    free = cost = 0
+    for op in Indel.opcodes(template, query):
+        if op.tag == "equal":
+            continue
+        i1, i2, j1, j2 = op.src_start, op.src_end, op.dest_start, op.dest_end
+        source = template[i1:i2]
+        # Free only where a value stands in for a placeholder, not where it also replaces
+        # the template's own words ("Process {x} died" is not "Process completed").
+        at_gap = not source.replace(_GAP, "").strip() and (
+            _GAP in source
+            or (i1 > 0 and template[i1 - 1] == _GAP)
+            or (i2 < len(template) and template[i2] == _GAP)
+        )
+        cost += len(source.replace(_GAP, ""))
+        if at_gap:
+            free += j2 - j1
+        else:
+            cost += j2 - j1
+    if free * 2 > len(query):
+        return 0.0
+    total = len(template.replace(_GAP, "")) + len(query) - free
+    return 1.0 - cost / total if total else 0.0
 
 
 _ELLIPSIS_RE = re.compile(r"(?:\.\.\.|…)['\"]?$")

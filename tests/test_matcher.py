@@ -812,3 +812,32 @@ def test_pytest_summary_that_cuts_the_value_short_is_the_same_error(index: Match
     report = index.match(log)
     assert [(m.id, m.line, m.other_lines) for m in report.matches] == [("068f17d5e7855248", 2, [4])]
     assert report.matches[0].captures == ["'2.1.0-final-rc'"]
+
+
+def test_reworded_message_scores_with_its_placeholders_free_to_hold_values() -> None:
+    from kb.matcher import _gap_similarity, _gap_template, _norm_template
+
+    template = _gap_template("No such transport: {transport}.  Did you mean {alt}?")
+    reworded = _norm_template("Unknown transport: amqps2. Did you mean amqps?")
+    unrelated = _norm_template("Process completed with exit code 1.")
+    assert _gap_similarity(template, reworded) > 0.8
+    assert _gap_similarity(template, unrelated) < 0.5
+    # A value may fill a placeholder, not replace the template's own words.
+    died = _gap_template("Process {name} (PID: {pid}) died with exit code {code}")
+    assert _gap_similarity(died, _norm_template("Process worker-3 died with exit code 1.")) > 0.95
+    # Mostly placeholders cannot claim a line that is mostly other text.
+    assert (
+        _gap_similarity(
+            _gap_template("{a} failed: {b}"),
+            _norm_template(
+                "compile step for the documentation site failed: see the log above for details"
+            ),
+        )
+        < 0.5
+    )
+
+
+def test_a_number_ending_a_sentence_keeps_its_period() -> None:
+    from kb.matcher import _norm_template
+
+    assert _norm_template("n_clusters=5.") == _norm_template("n_clusters={k}.")
