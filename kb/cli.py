@@ -261,14 +261,7 @@ def match(
 )
 @click.option("--limit", type=click.IntRange(1, 1000), default=10, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Same as --format json.")
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["text", "json", "markdown"]),
-    default="text",
-    show_default=True,
-    help="Text for people, markdown for tickets, JSON for programs.",
-)
+@format_option
 @click.pass_context
 def search(
     ctx: click.Context,
