@@ -230,6 +230,10 @@ def match(
                 report = index.match(stream, top=top, min_score=threshold)
         except OSError as exc:
             raise InputError(f"{source}: cannot read: {exc.strerror}") from exc
+    if not report.stats.get("records"):
+        click.echo(
+            "The knowledge base is empty: import a dataset first (kb import PATH).", err=True
+        )
     wanted = [m.id for m in report.matches]
     wanted += [alt for m in report.matches for alt, _score in m.alternatives]
     records = fetch(wanted)

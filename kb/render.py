@@ -259,9 +259,10 @@ def match_summary(report: Any, source: str) -> str:
     found = len(report.matches)
     noun = "error" if found == 1 else "errors"
     head = f"{found} known {noun}" if found else "No known error"
+    lines, records = stats.get("lines", 0), stats.get("records", 0)
     return (
-        f"{head} in {safe(source, multiline=False)} ({stats.get('lines', 0):,} lines against "
-        f"{stats.get('records', 0):,} records, {stats.get('elapsed_ms', 0):.0f} ms)"
+        f"{head} in {safe(source, multiline=False)} ({lines:,} line{'s' * (lines != 1)} "
+        f"against {records:,} record{'s' * (records != 1)}, {stats.get('elapsed_ms', 0):.0f} ms)"
     )
 
 

@@ -41,7 +41,7 @@ def test_match_text_shows_the_error_its_fix_and_the_did_you_mean(
     result = seeded("match", str(log))
     assert result.exit_code == 0, result.output
     out = result.stdout
-    assert out.startswith(f"1 known error in {log} (6 lines against 1 records")
+    assert out.startswith(f"1 known error in {log} (6 lines against 1 record,")
     assert "1. line 5: ValueError: Unknown KV cache group kind 'ful_attention'" in out
     assert "frame:vllm/config/attention.py:169" in out
     assert "captured: kind = 'ful_attention'" in out
@@ -133,3 +133,10 @@ def test_match_on_a_database_at_an_old_schema_exits_3(invoke: Any, db_path: Path
     result = invoke("match", input=LOG)
     assert result.exit_code == 3
     assert "Run `kb db upgrade`" in result.stderr
+
+
+def test_matching_against_an_empty_knowledge_base_says_what_to_do(invoke: Any) -> None:
+    result = invoke("match", input="ValueError: boom\n")
+    assert result.exit_code == 1
+    assert result.stdout.startswith("No known error in the pasted text (1 line against 0 records")
+    assert "The knowledge base is empty: import a dataset first (kb import PATH)." in result.stderr
