@@ -126,7 +126,6 @@ W_PACKAGE = 0.15  # the record's package in the traceback's paths
 W_WHOLE = 0.25  # the pattern covers the whole message, not a piece of it
 W_CODE_CLASS = 0.2
 CLASS_CONFLICT = 0.8  # another exception class printed before the message
-USER_CODE = 0.85  # raised from code outside any known package
 GENERIC_CAP = 0.45  # a generic pattern without a frame or package behind it
 # Without a class or a frame: a message on an INFO/DEBUG (WARN) line, or inside a longer one.
 LEVEL_FACTORS = {"TRACE": 0.7, "DEBUG": 0.7, "INFO": 0.7, "NOTICE": 0.7, "WARN": 0.85}
@@ -161,6 +160,41 @@ LIB_PATH_RE = re.compile(
 )
 PACKAGE_RE = re.compile(r"(?:site-packages|dist-packages|node_modules)[/\\]([\w.\-]+)")
 # Source lines quoted in tracebacks (Python, IPython's numbered lines, JS, Rust).
+# Messages CPython itself raises everywhere (operators, indexing, imports, calls, json, OS
+# errors). A library record with the same words cannot be told from Python's own error without
+# a frame in that library, so such a line is claimed only with frame evidence.
+BUILTIN_MESSAGE_RE = re.compile(
+    r"(?:\w+(?:\.\w+)*(?:Error|Exception|Warning|Interrupt|Exit)\s*:\s*)?(?:"
+    r"(?:integer |float |complex )?division(?: or modulo)? by zero"
+    r"|(?:list|tuple|string|range object) index out of range"
+    r"|(?:list|tuple) assignment index out of range"
+    r"|'[\w.]+' object (?:has no attribute|is not (?:subscriptable|callable|iterable)"
+    r"|does not support item (?:assignment|deletion)|cannot be interpreted as an integer)"
+    r"|module '[\w.]+' has no attribute '\w+'"
+    r"|unsupported operand type\(s\) for "
+    r"|can only concatenate \w+ \(not \"\w+\"\) to \w+"
+    r"|(?:bad operand type for|unhashable type:) "
+    r"|No module named '?[\w.]+'?$"
+    r"|cannot import name '\w+' from "
+    r"|name '\w+' is not defined"
+    r"|local variable '\w+' referenced before assignment"
+    r"|cannot access local variable '\w+'"
+    r"|invalid literal for int\(\) with base \d+: "
+    r"|could not convert string to float: "
+    r"|[\w.<>]+\(\) (?:"
+    r"takes (?:from )?\d+ (?:to \d+ )?positional arguments? but \d+ (?:were|was) given"
+    r"|got an unexpected keyword argument '\w+'"
+    r"|missing \d+ required (?:positional |keyword-only )?arguments?"
+    r"|got multiple values for argument '\w+')"
+    r"|maximum recursion depth exceeded"
+    r"|dictionary changed size during iteration"
+    r"|(?:too many|not enough) values to unpack \(expected \d+"
+    r"|Expecting (?:value|property name enclosed in double quotes|',' delimiter): "
+    r"line \d+ column \d+"
+    r"|\[Errno \d+\] "
+    r")"
+)
+
 SOURCE_LINE_RE = re.compile(
     r"^\s*(?:-*>\s*)?(?:\d+\s+)?(?:raise|throw|panic!|assert|return|yield|await|except)\b"
 )
@@ -1056,7 +1090,8 @@ class MatcherIndex:
             gap = FRAME_GAP_JUPYTER if frame.style in CONTEXT_STYLES else FRAME_GAP
             if run and (
                 g - prev_g > gap
-                or (g - 1) in scan.errors
+                # an exception line between two frames ends one traceback, the next begins
+                or any(e in scan.errors for e in range(prev_g + 1, g))
                 or (
                     frame.style != run[-1][2].style
                     and not (frame.style in PYTHON_STYLES and run[-1][2].style in PYTHON_STYLES)
@@ -1262,9 +1297,11 @@ class MatcherIndex:
             if not hit.whole:
                 score *= PARTIAL_FACTOR
         if user:
-            if generic:
-                return None  # a generic message from the user's own code is theirs, not ours
-            score *= USER_CODE
+            # Raised in the user's own code (the innermost frame is theirs and no frame is in
+            # the record's package): their raise, or Python's, not this library's.
+            return None
+        if not f_evidence and hit.method == "pattern" and _is_builtin_message(hit.subject):
+            return None  # Python's own message: without a frame, no library can claim it
         if generic and not f_evidence:
             score = min(score, GENERIC_CAP)
         return _Candidate(rec, min(score, MAX_SCORE), hit.method, evidence, hit)
@@ -1439,6 +1476,7 @@ class MatcherIndex:
             if not found:
                 continue
             tb = by_exc.get(g)
+            builtin = _is_builtin_message(f"{cls}: {message}" if cls else message)
             cands: list[_Candidate] = []
             for plain, gap, p_idx in found:
                 pat = self._pattern(p_idx)
@@ -1456,7 +1494,9 @@ class MatcherIndex:
                     if rec.error_class and cls.rpartition(".")[2] == rec.error_class:
                         factors.append(0.2)
                         evidence.append("error-class")
-                    w, f_ev, _user = self._frame_evidence(rec, tb)
+                    w, f_ev, user = self._frame_evidence(rec, tb)
+                    if user or (builtin and not f_ev):
+                        continue  # the user's own raise, or Python's message (see _score_hit)
                     if w:
                         factors.append(w)
                         evidence.extend(f_ev)
@@ -1579,6 +1619,10 @@ def _same_or_cut(a: str, b: str) -> bool:
         if stem != cut and full.startswith(stem):
             return True
     return False
+
+
+def _is_builtin_message(subject: str) -> bool:
+    return BUILTIN_MESSAGE_RE.match(logtext.strip_prefix(subject).lstrip()) is not None
 
 
 def _prod(values: Iterable[float]) -> float:

@@ -841,3 +841,71 @@ def test_a_number_ending_a_sentence_keeps_its_period() -> None:
     from kb.matcher import _norm_template
 
     assert _norm_template("n_clusters=5.") == _norm_template("n_clusters={k}.")
+
+
+def _index_of(tmp_path: Path, records: list[dict[str, Any]]) -> MatcherIndex:
+    return build_index(sources_from_records(records), tmp_path, "rev")
+
+
+LOOKALIKES = [
+    synthetic(
+        "0000000000000b01",
+        "(.+?) must be positive",
+        "{name} must be positive",
+        errorClass="ValueError",
+        repo="acme/tensors",
+        filePath="tensors/checks.py",
+        lineNumber=40,
+    ),
+    synthetic(
+        "0000000000000b02",
+        "division by zero",
+        "division by zero",
+        errorClass="ZeroDivisionError",
+        repo="acme/tensors",
+        filePath="tensors/ops.py",
+        lineNumber=12,
+    ),
+]
+
+
+def test_an_error_raised_in_the_users_own_code_is_not_a_librarys(tmp_path: Path) -> None:
+    index = _index_of(tmp_path, LOOKALIKES)
+    user = (
+        "Traceback (most recent call last):\n"
+        '  File "/home/me/proj/main.py", line 30, in <module>\n'
+        '    raise ValueError("batch_size must be positive")\n'
+        "ValueError: batch_size must be positive\n"
+    )
+    assert index.match(user).matches == []
+    library = user.replace(
+        "/home/me/proj/main.py", "/venv/lib/python3.11/site-packages/tensors/checks.py"
+    ).replace("line 30", "line 40")
+    assert [m.id for m in index.match(library).matches] == ["0000000000000b01"]
+
+
+def test_pythons_own_messages_need_a_frame_to_be_claimed(tmp_path: Path) -> None:
+    index = _index_of(tmp_path, LOOKALIKES)
+    assert index.match("ZeroDivisionError: division by zero\n").matches == []
+    with_frame = (
+        "Traceback (most recent call last):\n"
+        '  File "/venv/lib/python3.11/site-packages/tensors/ops.py", line 12, in div\n'
+        "    return a / b\n"
+        "ZeroDivisionError: division by zero\n"
+    )
+    assert [m.id for m in index.match(with_frame).matches] == ["0000000000000b02"]
+
+
+def test_consecutive_tracebacks_keep_their_own_frames(tmp_path: Path) -> None:
+    index = _index_of(tmp_path, LOOKALIKES)
+    log = (
+        "Traceback (most recent call last):\n"
+        '  File "/home/me/proj/main.py", line 30, in <module>\n'
+        '    raise ValueError("batch_size must be positive")\n'
+        "ValueError: batch_size must be positive\n"
+        "Traceback (most recent call last):\n"
+        '  File "/venv/lib/python3.11/site-packages/tensors/checks.py", line 40, in check\n'
+        '    raise ValueError(f"{name} must be positive")\n'
+        "ValueError: lr must be positive\n"
+    )
+    assert [(m.id, m.line) for m in index.match(log).matches] == [("0000000000000b01", 8)]
