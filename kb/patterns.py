@@ -35,6 +35,7 @@ __all__ = [
     "PreparedPattern",
     "has_nested_repeat",
     "message_pieces",
+    "never_warns",
     "placeholder_name",
     "placeholder_names",
     "prepare",
@@ -62,6 +63,10 @@ _REGEX_META = frozenset(".^$*+?{}[]()|\\")
 _ESCAPES: dict[int, str] = {ord(c): "\\" + c for c in _REGEX_META}
 _ESCAPES.update({i: f"\\x{i:02x}" for i in range(32)})
 _ESCAPES.update({ord("\n"): "\\n", ord("\t"): "\\t", ord("\r"): "\\r", 0x7F: "\\x7f"})
+
+# The whole of a pattern in the common shape: text, escapes `_fast_path` reads as literals, and
+# `(.+?)`. One C-level fullmatch, for callers that only need to know prepare() will not warn.
+_PLAIN_SHAPE = re.compile(r"(?:[^\\.*+?^${}()|\[\]]|\\[^dDwWsSbB1-9xuc]|\(\.\+\?\))+", re.S)
 
 # Placeholders of an errorMessage template, in the order the pattern's groups follow them.
 _PLACEHOLDER = re.compile(
@@ -452,6 +457,11 @@ def message_pieces(error_message: str) -> list[str | None]:
     if pos < len(error_message):
         pieces.append(error_message[pos:])
     return pieces
+
+
+def never_warns(message_pattern: str) -> bool:
+    """True when `prepare()` takes its fast path for this pattern, so it has no warning."""
+    return _PLAIN_SHAPE.fullmatch(message_pattern) is not None
 
 
 def prepare(message_pattern: str, error_message: str) -> PreparedPattern:
