@@ -18,6 +18,7 @@ See benchmarks/ENGINES.md for the measurements behind the choice.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import re
@@ -58,6 +59,8 @@ FORMAT_VERSION = 5
 CACHE_FILE = "matcher.sqlite3"
 # A temporary cache file this old is left over from a killed build.
 STALE_TMP_SECONDS = 3600
+# Records a build holds before writing them to the cache: bounds its memory, amortises inserts.
+BUILD_CHUNK = 20_000
 # Below this a clean log (noise hitting generic patterns only) comes back empty; one specific
 # pattern on its own (0.56 and up) or a generic one with a frame clears it.
 DEFAULT_MIN_SCORE = 0.5
@@ -130,6 +133,12 @@ GENERIC_CAP = 0.45  # a generic pattern without a frame or package behind it
 # Without a class or a frame: a message on an INFO/DEBUG (WARN) line, or inside a longer one.
 LEVEL_FACTORS = {"TRACE": 0.7, "DEBUG": 0.7, "INFO": 0.7, "NOTICE": 0.7, "WARN": 0.85}
 PARTIAL_FACTOR = 0.85
+# A pattern with fewer literal characters than this, matched with no class and no frame, is
+# "thin" when its literal text is under THIN_SHARE of the text it matched (the rest being
+# captured values); thin matches are discounted by THIN_FACTOR, below the default min score.
+THIN_LITERAL_CHARS = 30
+THIN_SHARE = 0.35
+THIN_FACTOR = 0.7
 ERROR_LEVELS = frozenset({"ERROR", "CRITICAL", "FATAL", "PANIC"})
 FOREIGN_FACTOR = 0.55  # raised inside another known library, the record's file nowhere in sight
 FOREIGN = -1.0  # marker weight from _frame_evidence
@@ -362,29 +371,60 @@ def build_index(sources: Iterable[PatternSource], cache_dir: Path, revision: str
         con.execute("PRAGMA journal_mode=OFF")
         con.execute("PRAGMA synchronous=OFF")
         _schema(con)
-        pattern_ids: dict[tuple[str, str], int] = {}
-        pattern_rows: list[list[Any]] = []
-        key_patterns: dict[str, list[int]] = {}
+        # Streamed: rows go to the cache in chunks and the per-key / per-pattern lists are
+        # grouped by SQLite at the end, so memory stays flat in the record count (1M records:
+        # what stays in Python is one 64-bit digest per distinct pattern).
+        con.executescript(
+            """
+            CREATE TEMP TABLE prec (p INTEGER, rec INTEGER);
+            CREATE TEMP TABLE kp (key TEXT, p INTEGER);
+            CREATE TEMP TABLE fz (t TEXT PRIMARY KEY, p INTEGER);
+            """
+        )
+        pattern_ids: dict[int, int] = {}
+        n_patterns = 0
+        pattern_rows: list[tuple[Any, ...]] = []
+        prec_rows: list[tuple[int, int]] = []
+        kp_rows: list[tuple[str, int]] = []
+        fz_rows: list[tuple[str, int]] = []
         codes: dict[str, list[int]] = {}
-        fuzzy: dict[str, int] = {}
         packages: set[str] = set()
         record_rows: list[tuple[Any, ...]] = []
         file_rows: list[tuple[str, int, int]] = []
         warnings = 0
+        n_records = 0
+
+        def flush() -> None:
+            con.executemany("INSERT INTO patterns VALUES (?,?,?,?,?,?,?,?,'[]',?,?)", pattern_rows)
+            con.executemany("INSERT INTO prec VALUES (?,?)", prec_rows)
+            con.executemany("INSERT INTO kp VALUES (?,?)", kp_rows)
+            con.executemany("INSERT OR IGNORE INTO fz VALUES (?,?)", fz_rows)
+            con.executemany("INSERT INTO records VALUES (?,?,?,?,?,?,?,?,?)", record_rows)
+            con.executemany("INSERT INTO files VALUES (?,?,?)", file_rows)
+            for rows in (pattern_rows, prec_rows, kp_rows, fz_rows, record_rows, file_rows):
+                rows.clear()
+
         for rec_idx, src in enumerate(sources):
+            n_records = rec_idx + 1
             prep = src.prepared or prepare(src.message_pattern, src.error_message)
             if prep.warning:
                 warnings += 1
             p_idx = -1
             if prep.regex is not None and prep.keys:
-                ident = (prep.regex, prep.engine)
+                ident = int.from_bytes(
+                    hashlib.blake2b(
+                        f"{prep.engine}\0{prep.regex}".encode("utf-8", "surrogatepass"),
+                        digest_size=8,
+                    ).digest()
+                )
                 p_idx = pattern_ids.get(ident, -1)
                 if p_idx < 0:
-                    p_idx = len(pattern_rows)
+                    p_idx = n_patterns
+                    n_patterns += 1
                     pattern_ids[ident] = p_idx
                     relaxed = relax(prep.regex) if prep.engine == "guarded" else None
                     pattern_rows.append(
-                        [
+                        (
                             p_idx,
                             prep.regex,
                             prep.engine,
@@ -393,19 +433,18 @@ def build_index(sources: Iterable[PatternSource], cache_dir: Path, revision: str
                             prep.key_line,
                             prep.newlines,
                             json.dumps(prep.placeholder_names),
-                            [],
                             relaxed,
                             int(has_nested_repeat(prep.regex) if prep.engine == "guarded" else 0),
-                        ]
+                        )
                     )
                     key = prep.keys[0]
                     if len(key.strip()) >= MIN_KEY_CHARS:
-                        key_patterns.setdefault(key, []).append(p_idx)
+                        kp_rows.append((key, p_idx))
                     if prep.literal_chars >= GENERIC_LITERAL_CHARS:
                         template = _fuzzy_template(src.error_message)
                         if len(template) >= FUZZY_MIN_CHARS:
-                            fuzzy.setdefault(template, p_idx)
-                pattern_rows[p_idx][8].append(rec_idx)
+                            fz_rows.append((template, p_idx))
+                prec_rows.append((p_idx, rec_idx))
             if src.error_code and len(src.error_code) >= 3 and src.error_code not in NOT_CODES:
                 codes.setdefault(src.error_code, []).append(rec_idx)
             path = src.file_path.replace("\\", "/").lstrip("./")
@@ -426,18 +465,32 @@ def build_index(sources: Iterable[PatternSource], cache_dir: Path, revision: str
                     src.error_message,
                 )
             )
-        for row in pattern_rows:
-            row[8] = json.dumps(row[8])
-        con.executemany("INSERT INTO patterns VALUES (?,?,?,?,?,?,?,?,?,?,?)", pattern_rows)
-        con.executemany("INSERT INTO records VALUES (?,?,?,?,?,?,?,?,?)", record_rows)
-        con.executemany("INSERT INTO files VALUES (?,?,?)", file_rows)
+            if len(record_rows) >= BUILD_CHUNK:
+                flush()
+        flush()
+        pattern_ids.clear()
+        con.executescript(
+            """
+            CREATE INDEX temp.prec_p ON prec (p, rec);
+            UPDATE patterns SET records =
+                (SELECT json_group_array(rec) FROM prec WHERE prec.p = patterns.idx);
+            """
+        )
         con.executemany(
             "INSERT INTO codes VALUES (?,?)", [(c, r) for c, rs in codes.items() for r in rs]
         )
-        # Hyperscan ids: pattern keys first, then codes, then the structural markers.
+        # Hyperscan ids: pattern keys (in the order they were first seen) first, then codes,
+        # then the structural markers.
         key_rows: list[tuple[int, str, str, str]] = []
-        for key, pats in key_patterns.items():
-            key_rows.append((len(key_rows), key, "pattern", json.dumps(pats)))
+        grouped = con.execute(
+            """
+            SELECT key, json_group_array(p), MIN(r) AS first
+            FROM (SELECT key, p, rowid AS r FROM kp ORDER BY key, rowid)
+            GROUP BY key ORDER BY first
+            """
+        )
+        for key, pats, _first in grouped:
+            key_rows.append((len(key_rows), key, "pattern", pats))
         for code in codes:
             key_rows.append((len(key_rows), code, "code", "[]"))
         for marker, kind in _MARKERS:
@@ -457,12 +510,15 @@ def build_index(sources: Iterable[PatternSource], cache_dir: Path, revision: str
         meta = {
             "format": str(FORMAT_VERSION),
             "revision": revision,
-            "records": str(len(record_rows)),
-            "patterns": str(len(pattern_rows)),
+            "records": str(n_records),
+            "patterns": str(n_patterns),
             "warnings": str(warnings),
             "kinds": json.dumps(_kind_ranges(kinds)),
             "packages": json.dumps(sorted(packages)),
-            "fuzzy": json.dumps(list(fuzzy.items())),
+            "fuzzy": con.execute(
+                "SELECT json_group_array(json_array(t, p)) "
+                "FROM (SELECT t, p FROM fz ORDER BY rowid)"
+            ).fetchone()[0],
             "built_s": f"{time.perf_counter() - started:.3f}",
         }
         con.executemany("INSERT INTO meta VALUES (?,?)", list(meta.items()))
@@ -1290,7 +1346,8 @@ class MatcherIndex:
             score *= CLASS_CONFLICT
         if foreign:
             score *= FOREIGN_FACTOR
-        if cls is not True and not f_evidence and hit.level not in ERROR_LEVELS:
+        level_is_error = hit.level in ERROR_LEVELS
+        if cls is not True and not f_evidence and not level_is_error:
             # Nothing says an exception happened here: an INFO line, or a message's words
             # inside a longer sentence, is more likely chatter than the error.
             score *= LEVEL_FACTORS.get(hit.level or "", 1.0)
@@ -1304,6 +1361,19 @@ class MatcherIndex:
             return None  # Python's own message: without a frame, no library can claim it
         if generic and not f_evidence:
             score = min(score, GENERIC_CAP)
+        if hit.method == "pattern" and cls is not True and not f_evidence:
+            # Nothing but the words: they must say most of what they matched. A short template
+            # whose placeholders swallowed most of the text ("Could not find {a}.{b}" on pip's
+            # "Could not find a version that satisfies the requirement ...") is too thin alone.
+            pat = self._pattern(hit.pattern)
+            values = sum(len(value) for value in hit.captures)
+            said = pat.literal_chars / max(1, pat.literal_chars + values)
+            if pat.literal_chars < THIN_LITERAL_CHARS and said < THIN_SHARE:
+                score *= THIN_FACTOR
+            if pat.literal_chars < THIN_LITERAL_CHARS and not hit.whole and level_is_error:
+                # a short phrase inside a longer error message ("index out of range" within
+                # a Go panic's "runtime error: index out of range [5] with length 3")
+                score *= PARTIAL_FACTOR
         return _Candidate(rec, min(score, MAX_SCORE), hit.method, evidence, hit)
 
     def _frame_candidates(
