@@ -1346,8 +1346,7 @@ class MatcherIndex:
             score *= CLASS_CONFLICT
         if foreign:
             score *= FOREIGN_FACTOR
-        level_is_error = hit.level in ERROR_LEVELS
-        if cls is not True and not f_evidence and not level_is_error:
+        if cls is not True and not f_evidence and hit.level not in ERROR_LEVELS:
             # Nothing says an exception happened here: an INFO line, or a message's words
             # inside a longer sentence, is more likely chatter than the error.
             score *= LEVEL_FACTORS.get(hit.level or "", 1.0)
@@ -1370,10 +1369,6 @@ class MatcherIndex:
             said = pat.literal_chars / max(1, pat.literal_chars + values)
             if pat.literal_chars < THIN_LITERAL_CHARS and said < THIN_SHARE:
                 score *= THIN_FACTOR
-            if pat.literal_chars < THIN_LITERAL_CHARS and not hit.whole and level_is_error:
-                # a short phrase inside a longer error message ("index out of range" within
-                # a Go panic's "runtime error: index out of range [5] with length 3")
-                score *= PARTIAL_FACTOR
         return _Candidate(rec, min(score, MAX_SCORE), hit.method, evidence, hit)
 
     def _frame_candidates(

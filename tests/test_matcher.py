@@ -909,3 +909,25 @@ def test_consecutive_tracebacks_keep_their_own_frames(tmp_path: Path) -> None:
         "ValueError: lr must be positive\n"
     )
     assert [(m.id, m.line) for m in index.match(log).matches] == [("0000000000000b01", 8)]
+
+
+def test_a_short_template_whose_values_fill_most_of_the_line_is_too_thin_alone(
+    tmp_path: Path,
+) -> None:
+    thin = synthetic(
+        "0000000000000b03",
+        "Could not find (.+?)\\.(.+?)",
+        "Could not find {collection}.{name}",
+        repo="acme/galaxy",
+        filePath="galaxy/find.py",
+        lineNumber=7,
+    )
+    index = _index_of(tmp_path, [thin])
+    pip = (
+        "ERROR: Could not find a version that satisfies the requirement torch==9.9 "
+        "(from versions: none)\n"
+    )
+    assert index.match(pip).matches == []
+    assert [m.id for m in index.match("ERROR: Could not find community.general\n").matches] == [
+        "0000000000000b03"
+    ]
