@@ -243,8 +243,108 @@ def record_id_of(obj: object) -> str | None:
     return None
 
 
+# The fast path below checks the same rules as FIELDS, inlined, for the common all-valid record;
+# any doubt falls back to the field-by-field loop, which names the first bad field exactly.
+_PAIRS: Final = tuple((spec.key, spec.column) for spec in FIELDS)
+_NONEMPTY: Final = (
+    "slug",
+    "error_message",
+    "message_pattern",
+    "file_path",
+    "documentation",
+    "trigger_scenarios",
+    "common_situations",
+    "analyzed_sha",
+)
+_NULLABLE_NONEMPTY: Final = ("error_code", "error_class")
+_NULLABLE_TEXT: Final = (
+    "source_code",
+    "example_fix",
+    "validation_code",
+    "type_guard",
+    "try_catch_pattern",
+)
+_COUNTS: Final = ("line_number", "source_code_start", "source_code_end")
+_valid_timestamps: set[str] = set()  # analyzedAt repeats across a dataset: parse each once
+
+
+def _fast_values(obj: dict[str, Any]) -> dict[str, Any] | None:
+    """The record's column values when every field is valid, else None (the caller then runs
+    the exact checks)."""
+    try:
+        v = {column: obj[key] for key, column in _PAIRS}
+    except KeyError:
+        return None
+    for column in _NONEMPTY:
+        x = v[column]
+        if type(x) is not str or not x.strip():
+            return None
+    for column in _NULLABLE_NONEMPTY:
+        x = v[column]
+        if x is not None and (type(x) is not str or not x.strip()):
+            return None
+    for column in _NULLABLE_TEXT:
+        x = v[column]
+        if x is not None and type(x) is not str:
+            return None
+    for column in _COUNTS:
+        x = v[column]
+        if type(x) is not int or x < 0:
+            return None
+    if v["schema_version"] != SCHEMA_VERSION or type(v["schema_version"]) is not int:
+        return None
+    x = v["http_status"]
+    if x is not None and (type(x) is not int or not 100 <= x <= 599):
+        return None
+    x, y = v["id"], v["repo"]
+    if type(x) is not str or type(y) is not str or not ID_RE.fullmatch(x):
+        return None
+    if not REPO_RE.fullmatch(y) or not y.strip():
+        return None
+    x, y = v["error_type"], v["severity"]
+    if type(x) is not str or type(y) is not str or x not in ERROR_TYPES or y not in SEVERITIES:
+        return None
+    x = v["handling_strategy"]
+    if x is not None and (type(x) is not str or x not in HANDLING_STRATEGIES):
+        return None
+    x = v["github_url"]
+    if type(x) is not str or not x.strip() or not x.startswith(("https://", "http://")):
+        return None
+    for column in ("solutions", "prevention_tips", "tags"):
+        x = v[column]
+        if type(x) is not list or not all(type(e) is str for e in x):
+            return None
+    if not all(TAG_RE.fullmatch(t) for t in v["tags"]):
+        return None
+    x = v["background_tag"]
+    if x is not None and (type(x) is not str or not TAG_RE.fullmatch(x)):
+        return None
+    x = v["analyzed_at"]
+    if type(x) is not str or x not in _valid_timestamps:
+        try:
+            _timestamp("analyzedAt", x)
+        except FieldError:
+            return None
+        if len(_valid_timestamps) < 1024:
+            _valid_timestamps.add(x)
+    if v["source_code_end"] < v["source_code_start"]:
+        return None
+    if v["line_number"] < v["source_code_start"]:
+        return None
+    return v
+
+
 def parse_record(obj: object) -> Record:
     """Validate one full record (schemaVersion 2). Raises FieldError naming the first bad field."""
+    if type(obj) is dict:
+        fast = _fast_values(obj)
+        if fast is not None:
+            extra = (
+                {}
+                if len(obj) == len(FIELDS)
+                else {key: value for key, value in obj.items() if key not in KEY_TO_COLUMN}
+            )
+            return Record(values=fast, extra=extra)
     if not isinstance(obj, Mapping):
         raise FieldError("record", f"expected a JSON object, got {_type_name(obj)}")
     values: dict[str, Any] = {}
