@@ -6,7 +6,6 @@ an older one must be upgraded with `kb db upgrade`, and every other command refu
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -163,13 +162,3 @@ def upgrade(engine: Engine) -> tuple[str | None, str]:
     except SQLAlchemyError as exc:
         raise DatabaseError(f"upgrade of {describe(engine)} failed: {exc}") from exc
     return before, current_revision(engine) or HEAD_REVISION
-
-
-def sqlite_path(engine: Engine) -> Path | None:
-    """The file behind a SQLite engine, for caches kept beside it."""
-    if engine.url.get_backend_name() != "sqlite":
-        return None
-    database = engine.url.database
-    if not database or database == ":memory:":
-        return None
-    return Path(os.path.abspath(database))

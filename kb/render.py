@@ -224,9 +224,6 @@ def to_json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, indent=2)
 
 
-def human_count(n: int) -> str:
-    return f"{n:,}"
-
 
 # --------------------------------------------------------------------------- matches
 
