@@ -201,6 +201,17 @@ BUILTIN_MESSAGE_RE = re.compile(
     r"|Expecting (?:value|property name enclosed in double quotes|',' delimiter): "
     r"line \d+ column \d+"
     r"|\[Errno \d+\] "
+    # ... and messages of the standard library's everyday modules (json, io, codecs, pickle)
+    r"|Object of type \w+ is not JSON serializable"
+    r"|(?:Extra data|Unterminated string starting at|Invalid control character at): line \d+"
+    r"|I/O operation on closed file"
+    r"|'[\w-]+' codec can't (?:decode|encode) "
+    r"|(?:can't|cannot) pickle "
+    r"|object of type '\w+' has no len\(\)"
+    r"|string indices must be integers"
+    r"|argument of type '\w+' is not iterable"
+    r"|substring not found"
+    r"|list\.(?:remove|index)\(x\): x not in list"
     r")"
 )
 
@@ -1556,16 +1567,18 @@ class MatcherIndex:
                     base = 0.62 * similarity
                     factors: list[float] = []
                     evidence = [f"fuzzy:{similarity:.2f}"]
-                    if rec.error_class and cls.rpartition(".")[2] == rec.error_class:
+                    if agrees:
                         factors.append(0.2)
                         evidence.append("error-class")
                     w, f_ev, user = self._frame_evidence(rec, tb)
                     if user or (builtin and not f_ev):
                         continue  # the user's own raise, or Python's message (see _score_hit)
-                    if w:
+                    if w > 0:
                         factors.append(w)
                         evidence.extend(f_ev)
                     score = 1.0 - (1.0 - base) * _prod(1.0 - f for f in factors)
+                    if cls and rec.error_class and not agrees and not f_ev:
+                        score *= CLASS_CONFLICT  # another class printed: likely another error
                     hit = _Hit(
                         g,
                         g,

@@ -931,3 +931,38 @@ def test_a_short_template_whose_values_fill_most_of_the_line_is_too_thin_alone(
     assert [m.id for m in index.match("ERROR: Could not find community.general\n").matches] == [
         "0000000000000b03"
     ]
+
+
+def test_standard_library_messages_need_a_frame_too(tmp_path: Path) -> None:
+    json_lookalike = synthetic(
+        "0000000000000b04",
+        "Object of type (.+?) is not JSON serializable",
+        "Object of type {type(obj)} is not JSON serializable",
+        errorClass="TypeError",
+        repo="acme/tensors",
+        filePath="tensors/serialize.py",
+        lineNumber=3,
+    )
+    index = _index_of(tmp_path, [json_lookalike])
+    assert (
+        index.match("TypeError: Object of type datetime is not JSON serializable\n").matches == []
+    )
+
+
+def test_a_near_miss_printed_under_another_exception_class_is_not_claimed(
+    tmp_path: Path,
+) -> None:
+    revision = synthetic(
+        "0000000000000b05",
+        "Revision '(.+?)' not found in the model repository\\.",
+        "Revision '{revision}' not found in the model repository.",
+        errorClass="RevisionNotFoundError",
+        repo="acme/hub",
+        filePath="hub/revisions.py",
+        lineNumber=9,
+    )
+    index = _index_of(tmp_path, [revision])
+    same_class = "RevisionNotFoundError: Revision 'v2' was not found in the model repository.\n"
+    other_class = "ApiException: Revision 'v2' was not found in the model repository.\n"
+    assert [m.method for m in index.match(same_class).matches] == ["fuzzy"]
+    assert index.match(other_class).matches == []
