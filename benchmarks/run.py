@@ -277,7 +277,8 @@ def commit() -> str:
             ["git", *args], capture_output=True, text=True, cwd=ROOT, check=False
         ).stdout.strip()
 
-    dirty = git("status", "--porcelain", "--", "kb", "benchmarks", "migrations")
+    # Tracked files only: RESULTS.md itself is untracked while the run writes it.
+    dirty = git("status", "--porcelain", "--untracked-files=no", "--", "kb", "migrations")
     return git("rev-parse", "--short", "HEAD") + (" (+ uncommitted changes)" if dirty else "")
 
 
