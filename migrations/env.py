@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from alembic import context
-from sqlalchemy import create_engine
+from sqlalchemy import Connection, create_engine
 
 from kb.models import Base
 
@@ -28,28 +28,27 @@ def run_migrations_offline() -> None:
         context.run_migrations()
 
 
+def _run_on(connection: Connection) -> None:
+    context.configure(
+        connection=connection,
+        target_metadata=target_metadata,
+        include_name=include_name,
+        render_as_batch=True,
+    )
+    with context.begin_transaction():
+        context.run_migrations()
+
+
 def run_migrations_online() -> None:
+    # kb passes its own connection (one transaction with the rest of its work); the alembic
+    # command line gets one from the configured URL.
     connection = config.attributes.get("connection")
     if connection is not None:
-        context.configure(
-            connection=connection,
-            target_metadata=target_metadata,
-            include_name=include_name,
-            render_as_batch=True,
-        )
-        with context.begin_transaction():
-            context.run_migrations()
+        _run_on(connection)
         return
     engine = create_engine(config.get_main_option("sqlalchemy.url") or "")
     with engine.begin() as conn:
-        context.configure(
-            connection=conn,
-            target_metadata=target_metadata,
-            include_name=include_name,
-            render_as_batch=True,
-        )
-        with context.begin_transaction():
-            context.run_migrations()
+        _run_on(conn)
 
 
 if context.is_offline_mode():
