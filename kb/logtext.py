@@ -9,6 +9,7 @@ the few lines the matcher asks about, so a 20 MB log costs little more than read
 from __future__ import annotations
 
 import codecs
+import functools
 import itertools
 import json
 import re
@@ -182,6 +183,9 @@ def strip_ansi(text: str) -> str:
     return text
 
 
+# The matcher asks about the same line once per candidate pattern; on a hostile multi-megabyte
+# line each regex pass is costly, so the last few answers are kept (pure functions of the text).
+@functools.lru_cache(maxsize=16)
 def strip_prefix(line: str) -> str:
     """The line without the log prefixes in front of its message."""
     pos = 0
@@ -193,6 +197,7 @@ def strip_prefix(line: str) -> str:
     return line[pos:] if pos else line
 
 
+@functools.lru_cache(maxsize=16)
 def exception_of(text: str) -> tuple[str, str] | None:
     """(exception class as printed, message) for a line like "pkg.FooError: message"."""
     m = EXCEPTION_RE.search(text)

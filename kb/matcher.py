@@ -231,6 +231,7 @@ LEVEL_RE = re.compile(
 )
 SERVICE_RE = re.compile(r"([\w.\-]{1,64}) +\| ")
 PYTEST_LOC_RE = re.compile(r"\.py:\d+: ")  # then parse_frame reads the whole line
+CLASS_SEARCH_CHARS = 4096  # how far into a line a dotted exception class is looked for
 DOTTED_CLASS_RE = re.compile(r"(?:^|\s)([a-z_]\w*(?:\.\w+)*)\.[A-Z]\w*:(?: |$)")
 UNFILLED_RE = re.compile(r"\{[\w.\[\]()'\"!:, ]*\}|%\(\w+\)[sdr]|%[sdr]")
 NUMBERED_SOURCE_RE = re.compile(r"^\s*(?:-*>\s*)?\d{1,6} ")
@@ -1753,7 +1754,8 @@ def _module_of(printed: str | None, subject: str) -> str | None:
         exc = logtext.exception_of(subject)
         printed = exc[0] if exc else None
     if not printed or "." not in printed:
-        m = DOTTED_CLASS_RE.search(subject)
+        # a class is printed where the message starts: no need to search a megabyte line
+        m = DOTTED_CLASS_RE.search(subject, 0, CLASS_SEARCH_CHARS)
         printed = m.group(1) + "." if m else None
     if not printed:
         return None
