@@ -450,12 +450,24 @@ def test_export_of_one_repo(invoke: Any, records: list[Any]) -> None:
 # ----------------------------------------------------------------------------- atomicity
 
 
-def test_killed_import_leaves_the_database_as_it_was(tmp_path: Path) -> None:
+@pytest.mark.parametrize("first", [False, True], ids=["into-records", "first-load"])
+def test_killed_import_leaves_the_database_as_it_was(tmp_path: Path, first: bool) -> None:
+    """Killed mid-way, an import leaves the database as it was: with its records, or empty,
+    its schema untouched either way."""
     db_path = tmp_path / "kb.sqlite3"
     env = dict(os.environ, KB_DATABASE_URL=str(db_path))
-    subprocess.run(
-        [sys.executable, "-m", "kb", "import", str(SEED)], env=env, check=True, capture_output=True
-    )
+    if first:
+        subprocess.run(
+            [sys.executable, "-m", "kb", "db", "upgrade"], env=env, check=True, capture_output=True
+        )
+    else:
+        subprocess.run(
+            [sys.executable, "-m", "kb", "import", str(SEED)],
+            env=env,
+            check=True,
+            capture_output=True,
+        )
+    schema_before = schema_of_file(db_path)
     # A big input, served slowly through a pipe, so the kill lands mid-import.
     template = corpus_records()
     feeder = tmp_path / "feed.py"
@@ -489,5 +501,16 @@ def test_killed_import_leaves_the_database_as_it_was(tmp_path: Path) -> None:
     feed.wait()
     with KnowledgeBase(str(db_path)) as opened:
         figures = opened.stats()
-        assert figures["records"] == 1
-        assert figures["imports"] == 1
+        assert figures["records"] == (0 if first else 1)
+        assert figures["imports"] == (0 if first else 1)
+    assert schema_of_file(db_path) == schema_before
+
+
+def schema_of_file(db_path: Path) -> list[tuple[str, str, str]]:
+    import sqlite3
+
+    with sqlite3.connect(db_path) as conn:
+        rows = conn.execute(
+            "SELECT type, name, sql FROM sqlite_master WHERE sql IS NOT NULL ORDER BY name"
+        )
+        return [tuple(row) for row in rows]
