@@ -23,7 +23,7 @@ from kb.records import COLUMNS, Record
 
 if TYPE_CHECKING:
     from kb.matcher import MatcherIndex, MatchReport, PatternSource
-    from kb.search import SearchResponse
+    from kb.search import Filters, SearchResponse
 
 
 def record_from_row(row: Any) -> Record:
@@ -201,9 +201,15 @@ class KnowledgeBase:
         limit: int = 10,
     ) -> SearchResponse:
         """Records by words, an id, slug or code, and/or filters; best first."""
-        from kb.search import Filters, Searcher, SqlAlchemyRunner
+        from kb.search import Filters
 
         filters = Filters(repo, tag, error_class, code, error_type, severity)
+        return self.search_by(query, filters, limit)
+
+    def search_by(self, query: str | None, filters: Filters, limit: int = 10) -> SearchResponse:
+        """`search` with the filters as one `kb.search.Filters` value."""
+        from kb.search import Searcher, SqlAlchemyRunner
+
         with self._connect() as conn:
             revision = get_meta(conn, "revision") or "empty"
             searcher = Searcher(SqlAlchemyRunner(conn), self.cache_dir(), revision)

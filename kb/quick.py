@@ -123,13 +123,4 @@ def search(url: str, query: str | None, filters: Any, limit: int) -> Any:
     from kb.knowledge import KnowledgeBase
 
     with KnowledgeBase(url) as kb:
-        return kb.search(
-            query,
-            repo=filters.repo,
-            tag=filters.tag,
-            error_class=filters.error_class,
-            code=filters.code,
-            error_type=filters.error_type,
-            severity=filters.severity,
-            limit=limit,
-        )
+        return kb.search_by(query, filters, limit)
