@@ -613,21 +613,21 @@ class Importer:
             self.conn.execute(
                 delete(tags).where(tags.c.record_id.in_([row["b_id"] for row in updates]))
             )
+        # The tags of what was written (not of unchanged records), from the rows themselves.
         tag_rows = [
-            {"record_id": record_id, "tag": tag}
-            for record_id, (record, _v, _i) in batch.items()
-            if record_id not in existing or existing[record_id][0] != record.content_hash()
-            for tag in dict.fromkeys(record.values["tags"] or [])
+            (record_id, tag)
+            for record_id, tags in [(r["id"], r["tags"]) for r in inserts]
+            + [(r["b_id"], r["tags"]) for r in updates]
+            for tag in dict.fromkeys(tags or [])
         ]
-        changed = {r["id"] for r in inserts} | {r["b_id"] for r in updates}
-        tag_rows = [row for row in tag_rows if row["record_id"] in changed]
         if tag_rows and fts:
             self.conn.exec_driver_sql(
-                f"INSERT INTO {RECORD_TAGS.name} (record_id, tag) VALUES (?, ?)",
-                [(row["record_id"], row["tag"]) for row in tag_rows],
+                f"INSERT INTO {RECORD_TAGS.name} (record_id, tag) VALUES (?, ?)", tag_rows
             )
         elif tag_rows:
-            self.conn.execute(insert(RECORD_TAGS), tag_rows)
+            self.conn.execute(
+                insert(RECORD_TAGS), [{"record_id": rid, "tag": tag} for rid, tag in tag_rows]
+            )
 
     def _row(self, record: Record, version: str | None, digest: str) -> dict[str, Any]:
         row = {column: record.values.get(column) for column in COLUMNS}

@@ -420,6 +420,12 @@ def test_reimport_is_idempotent_and_changes_are_updates(
     write_jsonl(path, changed)
     third = json.loads(invoke("import", str(path), "--json").stdout)
     assert (third["updated"], third["unchanged"]) == (2, 38)
+    # the derived tag rows follow the update: the new tag finds it, an old one no longer does
+    tagged = json.loads(invoke("search", "--tag", "new-tag", "--json").stdout)["results"]
+    assert [r["id"] for r in tagged] == [records[7]["id"]]
+    old_tag = records[7]["tags"][0]
+    still = json.loads(invoke("search", "--tag", old_tag, "--limit", "100", "--json").stdout)
+    assert records[7]["id"] not in [r["id"] for r in still["results"]]
     with KnowledgeBase(str(db_path)) as kb:
         assert kb.get(records[3]["id"])["documentation"] == "Rewritten documentation."  # type: ignore[index]
 
