@@ -10,11 +10,15 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from kb.records import COLUMNS, Record
+
+if TYPE_CHECKING:  # types only: the cold path must not import these modules' dependencies
+    from kb.matcher import MatcherIndex
+    from kb.search import Filters, SearchResponse
 
 # The newest Alembic revision; tests/test_db.py proves it equals the scripts' head.
 HEAD_REVISION: Final = "0002"
@@ -86,10 +90,10 @@ class QuickReader:
         self.conn.close()
 
 
-RecordFetcher = Any  # Callable[[Iterable[str]], dict[str, dict[str, Any]]]
+RecordFetcher = Callable[[Iterable[str]], dict[str, dict[str, Any]]]
 
 
-def open_for_matching(url: str) -> tuple[Any, RecordFetcher]:
+def open_for_matching(url: str) -> tuple[MatcherIndex, RecordFetcher]:
     """The matcher index and a record fetcher for the database at `url`, cheaply if possible.
 
     The quick path needs a SQLite file at the newest schema and a current cache; otherwise
@@ -109,7 +113,7 @@ def open_for_matching(url: str) -> tuple[Any, RecordFetcher]:
     return kb.matcher(), kb.get_many
 
 
-def search(url: str, query: str | None, filters: Any, limit: int) -> Any:
+def search(url: str, query: str | None, filters: Filters, limit: int) -> SearchResponse:
     """`kb search` on the cheapest path that can answer it (see `open_for_matching`)."""
     from kb.search import Searcher, SqliteRunner
 
