@@ -59,6 +59,7 @@ ANSI_RE = re.compile(
     r"|\x9b[0-?]*[ -/]*[@-~]"  # 8-bit CSI
     r"|\\(?:u001[bB]|x1[bB]|033|e)\[[0-?]*[ -/]*[@-~]"  # escaped in JSON or repr: "\u001b[91m"
 )
+ESCAPED_ESC_RE = re.compile(r"\\(?:u001[bB]|x1[bB]|033|e)\[")
 
 # One prefix at a time, repeated: "svc-1  | 2026-03-14T08:00:00Z ERROR [worker] ...".
 PREFIX_RE = re.compile(
@@ -120,6 +121,7 @@ _FRAME_RES: tuple[tuple[str, re.Pattern[str]], ...] = (
         re.compile(r"^(?P<path>[^\s:]+\.py):(?P<line>\d+): (?:in (?P<func>\S+)|[\w.]+)\s*$"),
     ),
 )
+TRACEBACK_HEADER = "Traceback (most recent call last)"
 INDENTED_HEADER_RE = re.compile(r"([ \t]+)Traceback \(most recent call last\):")
 GO_MODULE_VERSION_RE = re.compile(r"@v[\w.\-+]+(?=/)")
 # Styles that print the innermost frame first (under the message) rather than last.
@@ -178,7 +180,8 @@ def parse_frame(line: str) -> Frame | None:
 
 
 def strip_ansi(text: str) -> str:
-    if "\x1b" in text or "\x9b" in text or "\\u001b" in text or "\\x1b" in text:
+    # Single-character tests first: they run at memory speed on a many-megabyte block.
+    if "\x1b" in text or "\x9b" in text or ("\\" in text and ESCAPED_ESC_RE.search(text)):
         return ANSI_RE.sub("", text)
     return text
 
@@ -261,8 +264,11 @@ def _wrap_width(lines: list[str]) -> int | None:
     if not lines:
         return None
     lengths = list(map(len, lines))
-    common = Counter(n for n in lengths if WRAP_MIN_WIDTH <= n <= WRAP_MAX_WIDTH)
-    widest = max(lengths)
+    every = Counter(lengths)  # counted in C; the filter then runs over distinct lengths only
+    common = Counter(
+        {n: count for n, count in every.items() if WRAP_MIN_WIDTH <= n <= WRAP_MAX_WIDTH}
+    )
+    widest = max(every)
     for width, count in common.most_common(3):
         if sum(n for w, n in common.items() if w > width) > 2 * count:
             continue  # wrapping leaves few lines longer than its width
@@ -324,13 +330,24 @@ def split_lines(text: str, base: int = 1) -> LineBlock:
                 first.append(base + n)
     if "\\n" in text and '{"' in text:
         lines, first = _expand_json(lines, first, base)
-    if "Traceback (most recent call last)" in text:
+    if _indented_header(text):
         lines = _dedent_tracebacks(lines)
     block = LineBlock(lines, base, first, list(first) if first is not None else None)
     width = _wrap_width(lines)
     if width is not None:
         block = _unwrap(block, width)
     return block
+
+
+def _indented_header(text: str) -> bool:
+    """Whether any traceback header in the text has a space or tab right before it (the
+    only way a line can match INDENTED_HEADER_RE once its prefix is stripped)."""
+    pos = text.find(TRACEBACK_HEADER)
+    while pos >= 0:
+        if pos and text[pos - 1] in " \t":
+            return True
+        pos = text.find(TRACEBACK_HEADER, pos + 1)
+    return False
 
 
 def _dedent_tracebacks(lines: list[str]) -> list[str]:

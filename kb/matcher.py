@@ -5,7 +5,7 @@ misses, captures and "did you mean".
 The cache is one SQLite file, `<cache_dir>/matcher.sqlite3`, written to a temp file and renamed:
   meta      format, revision, counts, the serialised Hyperscan literal database ("hsdb"), the
             key-id ranges per kind, known packages, fuzzy templates (JSON, loaded on demand)
-  keys      Hyperscan id -> key text, kind (pattern | code | frame | traceback | error | pyloc)
+  keys      Hyperscan id -> key text, kind (pattern | code | frame | traceback | error)
             and the patterns whose best key it is
   patterns  the prepared regex, engine, generic, literal_chars, key_line, newlines, placeholder
             names, records, relaxed form (guarded only)
@@ -55,7 +55,7 @@ __all__ = [
     "sources_from_records",
 ]
 
-FORMAT_VERSION = 5
+FORMAT_VERSION = 6
 CACHE_FILE = "matcher.sqlite3"
 # A temporary cache file this old is left over from a killed build.
 STALE_TMP_SECONDS = 3600
@@ -160,7 +160,6 @@ _MARKERS: tuple[tuple[str, str], ...] = (
     ("Fatal", "error"),
     ("panic", "error"),
     ("Failure", "error"),
-    (".py:", "pyloc"),
     ("│ ", "frame"),
 )
 LIB_PATH_RE = re.compile(
@@ -231,6 +230,9 @@ LEVEL_RE = re.compile(
 )
 SERVICE_RE = re.compile(r"([\w.\-]{1,64}) +\| ")
 PYTEST_LOC_RE = re.compile(r"\.py:\d+: ")  # then parse_frame reads the whole line
+# The same, over a block's bytes: one regex pass, since ".py:" alone is on every line of some
+# logs ("[loggers.py:123]") and a literal key for it fired once per such line.
+PYTEST_LOC_BYTES_RE = re.compile(rb"\.py:\d+: ")
 CLASS_SEARCH_CHARS = 4096  # how far into a line a dotted exception class is looked for
 DOTTED_CLASS_RE = re.compile(r"(?:^|\s)([a-z_]\w*(?:\.\w+)*)\.[A-Z]\w*:(?: |$)")
 UNFILLED_RE = re.compile(r"\{[\w.\[\]()'\"!:, ]*\}|%\(\w+\)[sdr]|%[sdr]")
@@ -920,19 +922,23 @@ class MatcherIndex:
                             scan.frames[g] = (scan.line_nos[li], frame)
                 elif kind == "traceback":
                     scan.headers.add(g)
-                elif kind == "pyloc":
-                    # pytest prints the raise site as "path.py:466: InvalidVersion"; one cheap
-                    # test first, ".py:" is everywhere in some logs ("[loggers.py:123]")
-                    if g not in scan.frames and PYTEST_LOC_RE.search(lines[li]):
-                        frame = logtext.parse_frame(lines[li])
-                        if frame is not None and frame.style == "pytest":
-                            scan.frames[g] = (scan.line_nos[li], frame)
                 elif g not in scan.errors:
                     exc = logtext.exception_of(logtext.strip_prefix(lines[li]))
                     if exc is not None:
                         scan.errors[g] = exc
                     if PYTEST_LOC_RE.search(lines[li]):
                         scan.errors.pop(g, None)  # a pytest location line, read as a frame
+        # pytest prints the raise site as "path.py:466: InvalidVersion"
+        pos = 0
+        li = 0
+        for m in PYTEST_LOC_BYTES_RE.finditer(data):
+            li += data.count(b"\n", pos, m.start())
+            pos = m.start()
+            g = g0 + li
+            if g not in scan.frames:
+                frame = logtext.parse_frame(lines[li])
+                if frame is not None and frame.style == "pytest":
+                    scan.frames[g] = (scan.line_nos[li], frame)
         self._load_patterns(p for p, _ in pending_patterns)
         limit = len(lines) if final else len(lines) - LOOKAHEAD_LINES
         for p, li in pending_patterns:
@@ -1193,6 +1199,7 @@ class MatcherIndex:
             else:
                 clusters.append([hit])
         used_tbs: set[int] = set()
+        self._load_records(rec_idx for hit in ready for rec_idx in hit.records)
         for cluster in clusters:
             g_start = cluster[0].g_start
             g_end = max(h.g_end for h in cluster)
@@ -1399,6 +1406,11 @@ class MatcherIndex:
             return []
         path, entries = found
         out: list[_Candidate] = []
+        self._load_records(
+            rec_idx
+            for line_number, rec_idx in entries
+            if abs(frame.line - line_number) <= FRAME_NEAR_LINES
+        )
         for line_number, rec_idx in entries:
             delta = abs(frame.line - line_number)
             if delta > FRAME_NEAR_LINES:
