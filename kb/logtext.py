@@ -234,6 +234,11 @@ class LineBlock:
     base: int
     first: list[int] | None = None
     last: list[int] | None = None
+    # The block's own UTF-8 bytes when the lines are exactly those bytes split at "\n" (nothing
+    # stripped, joined or expanded): the matcher scans them as they are, no join and re-encode.
+    data: bytes | None = None
+    # How many lines of the original log the block used (where the next block's numbers start).
+    consumed: int = 0
 
     def line_no(self, i: int) -> int:
         return self.first[i] if self.first is not None else self.base + i
@@ -302,13 +307,18 @@ def _wrap_width(lines: list[str]) -> int | None:
     return None
 
 
-def split_lines(text: str, base: int = 1) -> LineBlock:
-    """Normalise decoded text into logical lines (no ANSI, CRs handled, wrapping undone)."""
-    text = strip_ansi(text)
+def split_lines(text: str, base: int = 1, data: bytes | None = None) -> LineBlock:
+    """Normalise decoded text into logical lines (no ANSI, CRs handled, wrapping undone).
+    `data`, when given, is the UTF-8 bytes the text was decoded from."""
+    orig = text
+    plain = strip_ansi(text)
+    if plain is not text:
+        text, data = plain, None
     if text.startswith("\ufeff"):
-        text = text[1:]
+        text, data = text[1:], None
     first: list[int] | None = None
     if "\r" in text:
+        data = None
         text = text.replace("\r\n", "\n")
         if "\r" in text and "\n" not in text.rstrip("\r"):
             text = text.replace("\r", "\n")  # old Mac line endings
@@ -328,14 +338,23 @@ def split_lines(text: str, base: int = 1) -> LineBlock:
             else:
                 lines.append(line)
                 first.append(base + n)
+    if text is orig or (text == orig[1:] and orig.startswith("\ufeff")):
+        consumed = len(raw)  # the same as counting newlines in the original text
+    else:
+        consumed = orig.count("\n") + (0 if orig.endswith("\n") else 1)
     if "\\n" in text and '{"' in text:
         lines, first = _expand_json(lines, first, base)
     if _indented_header(text):
         lines = _dedent_tracebacks(lines)
-    block = LineBlock(lines, base, first, list(first) if first is not None else None)
+    if lines is not raw:
+        data = None
+    elif data is not None and data.endswith(b"\n"):
+        data = data[:-1]
+    block = LineBlock(lines, base, first, list(first) if first is not None else None, data)
     width = _wrap_width(lines)
     if width is not None:
         block = _unwrap(block, width)
+    block.consumed = consumed
     return block
 
 
@@ -475,8 +494,10 @@ def _blocks_of(chunks: Iterable[str | bytes], block_bytes: int) -> Iterator[Line
                 continue
             cut = len(data) - 1 if cut < 0 else cut
             pending_b = data[cut + 1 :]
-            text = data[: cut + 1].decode("utf-8", "replace")
+            raw = data[: cut + 1]
+            text = raw.decode("utf-8", "replace")
         else:
+            raw = None
             data_s = pending_s + chunk
             cut = data_s.rfind("\n")
             if cut < 0 and len(data_s) < 4 * block_bytes:
@@ -485,9 +506,10 @@ def _blocks_of(chunks: Iterable[str | bytes], block_bytes: int) -> Iterator[Line
             cut = len(data_s) - 1 if cut < 0 else cut
             pending_s = data_s[cut + 1 :]
             text = data_s[: cut + 1]
-        block = split_lines(text, base)
-        base += text.count("\n") if text.endswith("\n") else text.count("\n") + 1
+        block = split_lines(text, base, raw)
+        base += block.consumed
         yield block
-    rest = pending_b.decode("utf-8", "replace") if pending_b else pending_s
-    if rest:
-        yield split_lines(rest, base)
+    if pending_b:
+        yield split_lines(pending_b.decode("utf-8", "replace"), base, pending_b)
+    elif pending_s:
+        yield split_lines(pending_s, base)

@@ -18,6 +18,7 @@ See benchmarks/ENGINES.md for the measurements behind the choice.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -878,12 +879,18 @@ class MatcherIndex:
         new_nos = block.first if block.first is not None else range(block.base, block.base + n_new)
         new_ends = block.last if block.last is not None else new_nos
         scan.g0 += len(scan.lines) - carry
-        scan.lines = scan.lines[len(scan.lines) - carry :] + block.lines
+        kept = scan.lines[len(scan.lines) - carry :]
+        scan.lines = kept + block.lines
         scan.line_nos = scan.line_nos[len(scan.line_nos) - carry :] + list(new_nos)
         scan.end_nos = scan.end_nos[len(scan.end_nos) - carry :] + list(new_ends)
         scan.lines_total += len(block.lines)
         lines = scan.lines
-        data = "\n".join(lines).encode("utf-8", "replace")
+        if block.data is None:
+            data = "\n".join(lines).encode("utf-8", "replace")
+        elif kept:
+            data = "\n".join(kept).encode("utf-8", "replace") + b"\n" + block.data
+        else:
+            data = block.data
         raw: list[tuple[int, int]] = []
 
         def on_hit(key_id: int, _from: int, to: int, _flags: int, _ctx: Any) -> None:
@@ -1714,6 +1721,9 @@ def _same_or_cut(a: str, b: str) -> bool:
     return False
 
 
+# Pure functions of the line, asked once per record of every hit (a message raised in many
+# files has many records): the answers for the last lines are kept.
+@functools.lru_cache(maxsize=256)
 def _is_builtin_message(subject: str) -> bool:
     return BUILTIN_MESSAGE_RE.match(logtext.strip_prefix(subject).lstrip()) is not None
 
@@ -1760,6 +1770,7 @@ def _package_of(frame: Frame) -> str | None:
     return m.group(1).split(".", 1)[0] if m else None
 
 
+@functools.lru_cache(maxsize=256)
 def _module_of(printed: str | None, subject: str) -> str | None:
     """The top-level package of a dotted exception class ("sqlalchemy.exc.NoResultFound")."""
     if printed is None:
@@ -1775,6 +1786,7 @@ def _module_of(printed: str | None, subject: str) -> str | None:
     return None if top in ("builtins", "__main__") else top
 
 
+@functools.lru_cache(maxsize=256)
 def _class_on_line(subject: str, error_class: str | None) -> bool | None:
     """True when the record's class is printed before the message, False when another
     exception class is, None when the line names none."""

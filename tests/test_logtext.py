@@ -182,3 +182,37 @@ def test_json_lines_of_similar_lengths_are_not_taken_for_wrapping() -> None:
 def test_ansi_sequences_escaped_inside_json_strings_are_stripped() -> None:
     line = '"\\u001b[91mValueError\\u001b[39m: bad \\x1b[1mthing\\x1b[0m",'
     assert split_lines(line).lines == ['"ValueError: bad thing",']
+
+
+@pytest.mark.parametrize(
+    ("raw", "scanned_as_is"),
+    [
+        (b"INFO start\nValueError: bad\n  more\n", True),
+        (b"no newline at the end", True),
+        (b"caf\xc3\xa9 \xff broken byte\nValueError: x\n", True),
+        (b"\x1b[31mValueError\x1b[0m: bad\nnext\n", False),  # colours stripped
+        (b"a\r\nb\r\n", False),  # line endings unified
+        (b'log:\n    Traceback (most recent call last):\n      File "a.py", line 1\n', False),
+    ],
+)
+def test_blocks_hand_their_own_bytes_to_the_scanner_only_when_nothing_was_changed(
+    raw: bytes, scanned_as_is: bool
+) -> None:
+    """The matcher scans block.data instead of re-encoding the lines: every hit's line is found
+    by counting newlines, so the bytes must hold exactly the lines, line for line."""
+    (block,) = list(blocks(raw, block_bytes=1 << 16))
+    assert (block.data is not None) is scanned_as_is
+    if block.data is not None:
+        assert block.data.split(b"\n") == [line.encode() for line in block.lines] or (
+            block.data.decode("utf-8", "replace").split("\n") == block.lines
+        )
+    assert block.consumed == raw.count(b"\n") + (0 if raw.endswith(b"\n") else 1)
+
+
+def test_line_numbers_run_on_across_blocks() -> None:
+    text = "".join(f"line {n}\n" for n in range(1, 5001))
+    numbered = [
+        (b.line_no(i), line) for b in blocks(text.encode(), 4096) for i, line in enumerate(b.lines)
+    ]
+    assert len(numbered) == 5000
+    assert all(line == f"line {n}" for n, line in numbered)
