@@ -300,10 +300,11 @@ def db_sizes(db: Path) -> dict[str, float]:
     if matcher.exists():
         out["matcher"] = matcher.stat().st_size / 1e6
         con = sqlite3.connect(matcher)
-        meta = dict(con.execute("SELECT k, v FROM meta WHERE k != 'hsdb'"))
-        (blob,) = con.execute("SELECT length(v) FROM meta WHERE k = 'hsdb'").fetchone()
+        meta = dict(con.execute("SELECT k, v FROM meta WHERE k != 'fuzzy'"))
+        (blob, shards) = con.execute("SELECT SUM(length(hsdb)), COUNT(*) FROM shards").fetchone()
         con.close()
         out["hsdb"] = blob / 1e6
+        out["shards"] = float(shards)
         out["patterns"] = float(meta["patterns"])
         out["built_s"] = float(meta["built_s"])
     other = sum(
@@ -499,7 +500,10 @@ def render(results: list[dict[str, Any]], started: datetime, wall: float) -> str
         [f"{r['sizes'].get('fts', float('nan')):,.0f}" for r in results],
     )
     row("matcher cache MB", [f"{r['sizes']['matcher']:,.0f}" for r in results])
-    row("of which the Hyperscan database MB", [f"{r['sizes']['hsdb']:,.1f}" for r in results])
+    row(
+        "of which the Hyperscan databases MB (shards)",
+        [f"{r['sizes']['hsdb']:,.1f} ({r['sizes'].get('shards', 1):.0f})" for r in results],
+    )
     row("distinct patterns in the matcher", [f"{r['sizes']['patterns']:,.0f}" for r in results])
     row("matcher build time s (inside build)", [fmt_s(r["sizes"]["built_s"]) for r in results])
     row(

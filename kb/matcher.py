@@ -3,8 +3,9 @@ verification in a linear-time engine, evidence from the log around a hit, rankin
 misses, captures and "did you mean".
 
 The cache is one SQLite file, `<cache_dir>/matcher.sqlite3`, written to a temp file and renamed:
-  meta      format, revision, counts, the serialised Hyperscan literal database ("hsdb"), the
-            key-id ranges per kind, known packages, fuzzy templates (JSON, loaded on demand)
+  meta      format, revision, counts, the key-id ranges per kind, known packages, fuzzy
+            templates (JSON, loaded on demand)
+  shards    the serialised Hyperscan literal databases, SHARD_KEYS keys or fewer each
   keys      Hyperscan id -> key text, kind (pattern | code | frame | traceback | error)
             and the patterns whose best key it is
   patterns  the prepared regex, engine, generic, literal_chars, key_line, newlines, placeholder
@@ -56,12 +57,17 @@ __all__ = [
     "sources_from_records",
 ]
 
-FORMAT_VERSION = 6
+FORMAT_VERSION = 7
 CACHE_FILE = "matcher.sqlite3"
 # A temporary cache file this old is left over from a killed build.
 STALE_TMP_SECONDS = 3600
 # Records a build holds before writing them to the cache: bounds its memory, amortises inserts.
 BUILD_CHUNK = 20_000
+# Keys per Hyperscan database. Compiling takes about 2.2 KB a key (measured: 100k keys 222 MB,
+# 250k keys 537 MB, the 1M-record corpus's 669k keys 1.5 GB); shards of this size keep a build
+# under 300 MB at any size, and each further shard costs one more pass over a log (about 30 ms
+# on a 22 MB log), so shards are as few and as even as this allows.
+SHARD_KEYS = 100_000
 # Below this a clean log (noise hitting generic patterns only) comes back empty; one specific
 # pattern on its own (0.56 and up) or a generic one with a frame clears it.
 DEFAULT_MIN_SCORE = 0.5
@@ -342,6 +348,7 @@ def _schema(con: sqlite3.Connection) -> None:
     con.executescript(
         """
         CREATE TABLE meta (k TEXT PRIMARY KEY, v BLOB);
+        CREATE TABLE shards (n INTEGER PRIMARY KEY, hsdb BLOB);
         CREATE TABLE keys (idx INTEGER PRIMARY KEY, key TEXT, kind TEXT, patterns TEXT);
         CREATE TABLE patterns (
             idx INTEGER PRIMARY KEY, regex TEXT, engine TEXT, generic INTEGER,
@@ -370,8 +377,6 @@ def _finish_schema(con: sqlite3.Connection) -> None:
 def build_index(sources: Iterable[PatternSource], cache_dir: Path, revision: str) -> MatcherIndex:
     """Prepare every pattern, compile the prefilter and write the cache for `revision`
     (atomically: a temp file renamed over the old one). Returns the loaded index."""
-    import hyperscan
-
     cache_dir = Path(cache_dir)
     cache_dir.mkdir(parents=True, exist_ok=True)
     for stale in cache_dir.glob(".matcher-*.tmp"):
@@ -497,8 +502,12 @@ def build_index(sources: Iterable[PatternSource], cache_dir: Path, revision: str
             "INSERT INTO codes VALUES (?,?)", [(c, r) for c, rs in codes.items() for r in rs]
         )
         # Hyperscan ids: pattern keys (in the order they were first seen) first, then codes,
-        # then the structural markers.
-        key_rows: list[tuple[int, str, str, str]] = []
+        # then the structural markers; streamed into the keys table and compiled shard by shard.
+        (n_pattern_keys,) = con.execute("SELECT COUNT(DISTINCT key) FROM kp").fetchone()
+        n_keys = n_pattern_keys + len(codes) + len(_MARKERS)
+        n_shards = max(1, -(-n_keys // SHARD_KEYS))
+        per_shard = -(-n_keys // n_shards)
+        shard = _ShardWriter(con, per_shard)
         grouped = con.execute(
             """
             SELECT key, json_group_array(p), MIN(r) AS first
@@ -506,40 +515,30 @@ def build_index(sources: Iterable[PatternSource], cache_dir: Path, revision: str
             GROUP BY key ORDER BY first
             """
         )
-        for key, pats, _first in grouped:
-            key_rows.append((len(key_rows), key, "pattern", pats))
+        while chunk := grouped.fetchmany(BUILD_CHUNK):
+            for key, pats, _first in chunk:
+                shard.add(key, "pattern", pats)
         for code in codes:
-            key_rows.append((len(key_rows), code, "code", "[]"))
+            shard.add(code, "code", "[]")
         for marker, kind in _MARKERS:
-            key_rows.append((len(key_rows), marker, kind, "[]"))
-        con.executemany("INSERT INTO keys VALUES (?,?,?,?)", key_rows)
-        db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
-        expressions = [row[1].encode("utf-8") for row in key_rows]
-        db.compile(
-            expressions=expressions,
-            ids=list(range(len(expressions))),
-            elements=len(expressions),
-            flags=[0] * len(expressions),
-            literal=True,
-        )
-        blob = hyperscan.dumpb(db)
-        kinds = [row[2] for row in key_rows]
+            shard.add(marker, kind, "[]")
+        shard.finish()
         meta = {
             "format": str(FORMAT_VERSION),
             "revision": revision,
             "records": str(n_records),
             "patterns": str(n_patterns),
             "warnings": str(warnings),
-            "kinds": json.dumps(_kind_ranges(kinds)),
+            "kinds": json.dumps(_kind_ranges(shard.kinds)),
             "packages": json.dumps(sorted(packages)),
-            "fuzzy": con.execute(
-                "SELECT json_group_array(json_array(t, p)) "
-                "FROM (SELECT t, p FROM fz ORDER BY rowid)"
-            ).fetchone()[0],
             "built_s": f"{time.perf_counter() - started:.3f}",
         }
         con.executemany("INSERT INTO meta VALUES (?,?)", list(meta.items()))
-        con.execute("INSERT INTO meta VALUES ('hsdb', ?)", (blob,))
+        # made by SQLite, so the 1M-record corpus's templates never sit in Python at once
+        con.execute(
+            "INSERT INTO meta SELECT 'fuzzy', json_group_array(json_array(t, p)) "
+            "FROM (SELECT t, p FROM fz ORDER BY rowid)"
+        )
         _finish_schema(con)
         con.commit()
         con.close()
@@ -551,6 +550,47 @@ def build_index(sources: Iterable[PatternSource], cache_dir: Path, revision: str
     if index is None:  # pragma: no cover - we just wrote it
         raise RuntimeError(f"the matcher cache in {cache_dir} could not be read back")
     return index
+
+
+class _ShardWriter:
+    """Numbers keys, writes them to the keys table and compiles every `size` of them into one
+    Hyperscan database (a row of shards), so a build holds one shard's keys at a time."""
+
+    def __init__(self, con: sqlite3.Connection, size: int) -> None:
+        self.con = con
+        self.size = size
+        self.rows: list[tuple[int, str, str, str]] = []
+        self.kinds: list[str] = []
+        self.shards = 0
+
+    def add(self, key: str, kind: str, patterns: str) -> None:
+        self.rows.append((len(self.kinds), key, kind, patterns))
+        self.kinds.append(kind)
+        if len(self.rows) >= self.size:
+            self.flush()
+
+    def flush(self) -> None:
+        import hyperscan
+
+        if not self.rows:
+            return
+        self.con.executemany("INSERT INTO keys VALUES (?,?,?,?)", self.rows)
+        db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+        expressions = [row[1].encode("utf-8") for row in self.rows]
+        db.compile(
+            expressions=expressions,
+            ids=[row[0] for row in self.rows],
+            elements=len(expressions),
+            flags=[0] * len(expressions),
+            literal=True,
+        )
+        self.rows.clear()
+        del expressions
+        self.con.execute("INSERT INTO shards VALUES (?, ?)", (self.shards, hyperscan.dumpb(db)))
+        self.shards += 1
+
+    def finish(self) -> None:
+        self.flush()
 
 
 def _kind_ranges(kinds: list[str]) -> list[list[Any]]:
@@ -579,10 +619,12 @@ def load_index(cache_dir: Path, revision: str) -> MatcherIndex | None:
             return None
         import hyperscan
 
-        (blob,) = con.execute("SELECT v FROM meta WHERE k = 'hsdb'").fetchone()
-        db = hyperscan.loadb(bytes(blob), hyperscan.HS_MODE_BLOCK)
-        db.scratch = hyperscan.Scratch(db)
-        return MatcherIndex(con, db, int(rows["records"]), json.loads(rows["kinds"]), revision)
+        dbs = []
+        for (blob,) in con.execute("SELECT hsdb FROM shards ORDER BY n"):
+            db = hyperscan.loadb(bytes(blob), hyperscan.HS_MODE_BLOCK)
+            db.scratch = hyperscan.Scratch(db)
+            dbs.append(db)
+        return MatcherIndex(con, dbs, int(rows["records"]), json.loads(rows["kinds"]), revision)
     except Exception:  # a corrupt or foreign file is as good as no cache
         return None
 
@@ -689,10 +731,15 @@ class MatcherIndex:
     (calls are serialised: the Hyperscan scratch space and the lookup caches are shared)."""
 
     def __init__(
-        self, con: sqlite3.Connection, db: Any, records: int, kinds: list[list[Any]], revision: str
+        self,
+        con: sqlite3.Connection,
+        dbs: list[Any],
+        records: int,
+        kinds: list[list[Any]],
+        revision: str,
     ) -> None:
         self._con = con
-        self._db = db
+        self._dbs = dbs
         self.records = records
         self.revision = revision
         self._kind_starts = [int(k[0]) for k in kinds]
@@ -896,7 +943,8 @@ class MatcherIndex:
         def on_hit(key_id: int, _from: int, to: int, _flags: int, _ctx: Any) -> None:
             raw.append((to, key_id))
 
-        self._db.scan(data, match_event_handler=on_hit)
+        for db in self._dbs:
+            db.scan(data, match_event_handler=on_hit)
         raw.sort()
         per_line: dict[int, set[int]] = {}
         pos = 0

@@ -388,6 +388,28 @@ def test_cache_is_written_atomically_and_is_self_sufficient(tmp_path: Path) -> N
     }
 
 
+def test_sharded_prefilter_finds_what_one_database_finds(
+    index: MatcherIndex, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Big knowledge bases compile their keys in several Hyperscan databases (bounded build
+    memory); every shard is scanned, so the answers are the same as with one."""
+    import sqlite3
+
+    import kb.matcher
+
+    monkeypatch.setattr(kb.matcher, "SHARD_KEYS", 7)
+    sharded = build_index(sources_from_records(fixture_records() + EXTRA), tmp_path, "rev")
+    con = sqlite3.connect(tmp_path / CACHE_FILE)
+    (shards,) = con.execute("SELECT COUNT(*) FROM shards").fetchone()
+    (keys,) = con.execute("SELECT COUNT(*) FROM keys").fetchone()
+    con.close()
+    assert shards == -(-keys // 7) > 2
+    text = (FIXTURES / "paste.log").read_bytes()
+    one = [(m.line, m.id, m.score, m.evidence) for m in index.match(text).matches]
+    assert len(one) == 3
+    assert [(m.line, m.id, m.score, m.evidence) for m in sharded.match(text).matches] == one
+
+
 def test_prepared_patterns_from_the_importer_are_used_as_given(tmp_path: Path) -> None:
     from kb.patterns import prepare
 
