@@ -9,7 +9,7 @@ The cache is one SQLite file, `<cache_dir>/matcher.sqlite3`, written to a temp f
   keys      Hyperscan id -> key text, kind (pattern | code | frame | traceback | error)
             and the patterns whose best key it is
   patterns  the prepared regex, engine, generic, literal_chars, key_line, newlines, placeholder
-            names, records, relaxed form (guarded only)
+            names, records, relaxed form (guarded only), the other required literal pieces
   records   id, repo, class, code, filePath, lineNumber, pattern, message
   files     filePath -> (lineNumber, record), codes: code -> record
 A cold match reads meta (7 MB blob, ~6 ms) and then only the rows its candidates need.
@@ -57,7 +57,7 @@ __all__ = [
     "sources_from_records",
 ]
 
-FORMAT_VERSION = 7
+FORMAT_VERSION = 8
 CACHE_FILE = "matcher.sqlite3"
 # A temporary cache file this old is left over from a killed build.
 STALE_TMP_SECONDS = 3600
@@ -353,7 +353,7 @@ def _schema(con: sqlite3.Connection) -> None:
         CREATE TABLE patterns (
             idx INTEGER PRIMARY KEY, regex TEXT, engine TEXT, generic INTEGER,
             literal_chars INTEGER, key_line INTEGER, newlines INTEGER, names TEXT,
-            records TEXT, relaxed TEXT, nested INTEGER);
+            records TEXT, relaxed TEXT, nested INTEGER, others TEXT);
         CREATE TABLE records (
             idx INTEGER PRIMARY KEY, id TEXT, repo TEXT, error_class TEXT, error_code TEXT,
             file_path TEXT, line_number INTEGER, pattern INTEGER, error_message TEXT);
@@ -417,7 +417,9 @@ def build_index(sources: Iterable[PatternSource], cache_dir: Path, revision: str
         n_records = 0
 
         def flush() -> None:
-            con.executemany("INSERT INTO patterns VALUES (?,?,?,?,?,?,?,?,'[]',?,?)", pattern_rows)
+            con.executemany(
+                "INSERT INTO patterns VALUES (?,?,?,?,?,?,?,?,'[]',?,?,?)", pattern_rows
+            )
             con.executemany("INSERT INTO prec VALUES (?,?)", prec_rows)
             con.executemany("INSERT INTO kp VALUES (?,?)", kp_rows)
             con.executemany("INSERT OR IGNORE INTO fz VALUES (?,?)", fz_rows)
@@ -457,6 +459,7 @@ def build_index(sources: Iterable[PatternSource], cache_dir: Path, revision: str
                             json.dumps(prep.placeholder_names),
                             relaxed,
                             int(has_nested_repeat(prep.regex) if prep.engine == "guarded" else 0),
+                            json.dumps(prep.keys[1:]),
                         )
                     )
                     key = prep.keys[0]
@@ -646,6 +649,7 @@ class _Pattern:
     records: list[int]
     relaxed: str | None
     nested: bool
+    others: list[str]  # the pattern's other required literal pieces (keys after the best)
     compiled: Any = None
     failed: bool = False
     dotall: Any = None
@@ -811,7 +815,7 @@ class MatcherIndex:
             marks = ",".join("?" * len(part))
             for row in self._con.execute(
                 "SELECT idx, regex, engine, generic, literal_chars, key_line, newlines, names,"
-                f" records, relaxed, nested FROM patterns WHERE idx IN ({marks})",
+                f" records, relaxed, nested, others FROM patterns WHERE idx IN ({marks})",
                 part,
             ):
                 self._patterns[row[0]] = _Pattern(
@@ -826,6 +830,7 @@ class MatcherIndex:
                     json.loads(row[8]),
                     row[9],
                     bool(row[10]),
+                    json.loads(row[11]),
                 )
 
     def _record(self, idx: int) -> _Record:
@@ -1087,6 +1092,12 @@ class MatcherIndex:
         if not subjects:
             return
         scan.attempted.add(key)
+        if pat.others:
+            # every literal piece must be there: a substring test rejects most candidates
+            # before their regex is compiled and run
+            subjects = [s for s in subjects if all(piece in s[2] for piece in pat.others)]
+            if not subjects:
+                return
         compiled = self._compiled(pat)
         if compiled is None:
             return
