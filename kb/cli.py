@@ -235,7 +235,8 @@ def match(
             "The knowledge base is empty: import a dataset first (kb import PATH).", err=True
         )
     wanted = [m.id for m in report.matches]
-    wanted += [alt for m in report.matches for alt, _score in m.alternatives]
+    if fmt == "text":  # it names the alternatives' repositories; JSON and markdown list ids
+        wanted += [alt for m in report.matches for alt, _score in m.alternatives]
     records = fetch(wanted)
     if fmt == "json":
         click.echo(render.to_json(render.matches_json(report, records)))
