@@ -3,8 +3,7 @@ verification in a linear-time engine, evidence from the log around a hit, rankin
 misses, captures and "did you mean".
 
 The cache is one SQLite file, `<cache_dir>/matcher.sqlite3`, written to a temp file and renamed:
-  meta      format, revision, counts, the key-id ranges per kind, known packages, fuzzy
-            templates (JSON, loaded on demand)
+  meta      format, revision, counts, the key-id ranges per kind, known packages
   shards    the serialised Hyperscan literal databases, SHARD_KEYS keys or fewer each
   keys      Hyperscan id -> key text, kind (pattern | code | frame | traceback | error)
             and the patterns whose best key it is
@@ -12,6 +11,7 @@ The cache is one SQLite file, `<cache_dir>/matcher.sqlite3`, written to a temp f
             names, records, relaxed form (guarded only), the other required literal pieces
   records   id, repo, class, code, filePath, lineNumber, pattern, message
   files     filePath -> (lineNumber, record), codes: code -> record
+  fuzzy     message templates for near misses (read only when a log needs them)
 A cold match reads meta (7 MB blob, ~6 ms) and then only the rows its candidates need.
 See benchmarks/ENGINES.md for the measurements behind the choice.
 """
@@ -57,7 +57,7 @@ __all__ = [
     "sources_from_records",
 ]
 
-FORMAT_VERSION = 8
+FORMAT_VERSION = 9
 CACHE_FILE = "matcher.sqlite3"
 # A temporary cache file this old is left over from a killed build.
 STALE_TMP_SECONDS = 3600
@@ -359,6 +359,7 @@ def _schema(con: sqlite3.Connection) -> None:
             file_path TEXT, line_number INTEGER, pattern INTEGER, error_message TEXT);
         CREATE TABLE files (file_path TEXT, line_number INTEGER, rec INTEGER);
         CREATE TABLE codes (code TEXT, rec INTEGER);
+        CREATE TABLE fuzzy (t TEXT, p INTEGER);
         """
     )
 
@@ -394,16 +395,16 @@ def build_index(sources: Iterable[PatternSource], cache_dir: Path, revision: str
         con.execute("PRAGMA synchronous=OFF")
         _schema(con)
         # Streamed: rows go to the cache in chunks and the per-key / per-pattern lists are
-        # grouped by SQLite at the end, so memory stays flat in the record count (1M records:
-        # what stays in Python is one 64-bit digest per distinct pattern).
+        # grouped by SQLite at the end, so memory stays flat in the record count (what grows
+        # in Python is the error codes and the kind of each key).
         con.executescript(
             """
             CREATE TEMP TABLE prec (p INTEGER, rec INTEGER);
             CREATE TEMP TABLE kp (key TEXT, p INTEGER);
             CREATE TEMP TABLE fz (t TEXT PRIMARY KEY, p INTEGER);
+            CREATE TEMP TABLE pid (ident INTEGER PRIMARY KEY, p INTEGER);
             """
         )
-        pattern_ids: dict[int, int] = {}
         n_patterns = 0
         pattern_rows: list[tuple[Any, ...]] = []
         prec_rows: list[tuple[int, int]] = []
@@ -413,6 +414,7 @@ def build_index(sources: Iterable[PatternSource], cache_dir: Path, revision: str
         packages: set[str] = set()
         record_rows: list[tuple[Any, ...]] = []
         file_rows: list[tuple[str, int, int]] = []
+        pending: list[tuple[int, PatternSource, PreparedPattern, int | None]] = []
         warnings = 0
         n_records = 0
 
@@ -428,72 +430,96 @@ def build_index(sources: Iterable[PatternSource], cache_dir: Path, revision: str
             for rows in (pattern_rows, prec_rows, kp_rows, fz_rows, record_rows, file_rows):
                 rows.clear()
 
+        def assign() -> None:
+            """Number the chunk's patterns, one row per distinct (engine, regex): a pattern is
+            recognised across chunks by a 64-bit digest looked up in SQLite, so no map of every
+            pattern stays in Python (70 MB at 1M records)."""
+            nonlocal n_patterns
+            idents = list({item[3] for item in pending if item[3] is not None})
+            known: dict[int, int] = {}
+            for start in range(0, len(idents), 500):
+                part = idents[start : start + 500]
+                marks = ",".join("?" * len(part))
+                known.update(
+                    con.execute(f"SELECT ident, p FROM pid WHERE ident IN ({marks})", part)
+                )
+            new_idents: list[tuple[int, int]] = []
+            for rec_idx, src, prep, ident in pending:
+                p_idx = -1
+                if ident is not None and prep.regex is not None:
+                    p_idx = known.get(ident, -1)
+                    if p_idx < 0:
+                        p_idx = n_patterns
+                        n_patterns += 1
+                        known[ident] = p_idx
+                        new_idents.append((ident, p_idx))
+                        guarded = prep.engine == "guarded"
+                        pattern_rows.append(
+                            (
+                                p_idx,
+                                prep.regex,
+                                prep.engine,
+                                int(prep.generic),
+                                prep.literal_chars,
+                                prep.key_line,
+                                prep.newlines,
+                                json.dumps(prep.placeholder_names),
+                                relax(prep.regex) if guarded else None,
+                                int(has_nested_repeat(prep.regex) if guarded else 0),
+                                json.dumps(prep.keys[1:]),
+                            )
+                        )
+                        key = prep.keys[0]
+                        if len(key.strip()) >= MIN_KEY_CHARS:
+                            kp_rows.append((key, p_idx))
+                        if prep.literal_chars >= GENERIC_LITERAL_CHARS:
+                            template = _fuzzy_template(src.error_message)
+                            if len(template) >= FUZZY_MIN_CHARS:
+                                fz_rows.append((template, p_idx))
+                    prec_rows.append((p_idx, rec_idx))
+                code = src.error_code
+                if code and len(code) >= 3 and code not in NOT_CODES:
+                    codes.setdefault(code, []).append(rec_idx)
+                path = src.file_path.replace("\\", "/").lstrip("./")
+                if path:
+                    file_rows.append((path, src.line_number, rec_idx))
+                    if "/" in path:
+                        packages.add(path.split("/", 1)[0])
+                record_rows.append(
+                    (
+                        rec_idx,
+                        src.id,
+                        src.repo,
+                        src.error_class,
+                        code,
+                        path,
+                        src.line_number,
+                        p_idx,
+                        src.error_message,
+                    )
+                )
+            con.executemany("INSERT INTO pid VALUES (?,?)", new_idents)
+            pending.clear()
+            flush()
+
         for rec_idx, src in enumerate(sources):
             n_records = rec_idx + 1
             prep = src.prepared or prepare(src.message_pattern, src.error_message)
             if prep.warning:
                 warnings += 1
-            p_idx = -1
+            ident = None
             if prep.regex is not None and prep.keys:
                 ident = int.from_bytes(
                     hashlib.blake2b(
                         f"{prep.engine}\0{prep.regex}".encode("utf-8", "surrogatepass"),
                         digest_size=8,
-                    ).digest()
+                    ).digest(),
+                    signed=True,  # an SQLite INTEGER
                 )
-                p_idx = pattern_ids.get(ident, -1)
-                if p_idx < 0:
-                    p_idx = n_patterns
-                    n_patterns += 1
-                    pattern_ids[ident] = p_idx
-                    relaxed = relax(prep.regex) if prep.engine == "guarded" else None
-                    pattern_rows.append(
-                        (
-                            p_idx,
-                            prep.regex,
-                            prep.engine,
-                            int(prep.generic),
-                            prep.literal_chars,
-                            prep.key_line,
-                            prep.newlines,
-                            json.dumps(prep.placeholder_names),
-                            relaxed,
-                            int(has_nested_repeat(prep.regex) if prep.engine == "guarded" else 0),
-                            json.dumps(prep.keys[1:]),
-                        )
-                    )
-                    key = prep.keys[0]
-                    if len(key.strip()) >= MIN_KEY_CHARS:
-                        kp_rows.append((key, p_idx))
-                    if prep.literal_chars >= GENERIC_LITERAL_CHARS:
-                        template = _fuzzy_template(src.error_message)
-                        if len(template) >= FUZZY_MIN_CHARS:
-                            fz_rows.append((template, p_idx))
-                prec_rows.append((p_idx, rec_idx))
-            if src.error_code and len(src.error_code) >= 3 and src.error_code not in NOT_CODES:
-                codes.setdefault(src.error_code, []).append(rec_idx)
-            path = src.file_path.replace("\\", "/").lstrip("./")
-            if path:
-                file_rows.append((path, src.line_number, rec_idx))
-                if "/" in path:
-                    packages.add(path.split("/", 1)[0])
-            record_rows.append(
-                (
-                    rec_idx,
-                    src.id,
-                    src.repo,
-                    src.error_class,
-                    src.error_code,
-                    path,
-                    src.line_number,
-                    p_idx,
-                    src.error_message,
-                )
-            )
-            if len(record_rows) >= BUILD_CHUNK:
-                flush()
-        flush()
-        pattern_ids.clear()
+            pending.append((rec_idx, src, prep, ident))
+            if len(pending) >= BUILD_CHUNK:
+                assign()
+        assign()
         con.executescript(
             """
             CREATE INDEX temp.prec_p ON prec (p, rec);
@@ -537,11 +563,7 @@ def build_index(sources: Iterable[PatternSource], cache_dir: Path, revision: str
             "built_s": f"{time.perf_counter() - started:.3f}",
         }
         con.executemany("INSERT INTO meta VALUES (?,?)", list(meta.items()))
-        # made by SQLite, so the 1M-record corpus's templates never sit in Python at once
-        con.execute(
-            "INSERT INTO meta SELECT 'fuzzy', json_group_array(json_array(t, p)) "
-            "FROM (SELECT t, p FROM fz ORDER BY rowid)"
-        )
+        con.execute("INSERT INTO fuzzy SELECT t, p FROM fz ORDER BY rowid")
         _finish_schema(con)
         con.commit()
         con.close()
@@ -1679,8 +1701,7 @@ class MatcherIndex:
         from rapidfuzz import fuzz, process
 
         if self._fuzzy is None:
-            row = self._con.execute("SELECT v FROM meta WHERE k = 'fuzzy'").fetchone()
-            items = json.loads(row[0]) if row else []
+            items = self._con.execute("SELECT t, p FROM fuzzy ORDER BY rowid").fetchall()
             self._fuzzy = ([t for t, _ in items], [p for _, p in items])
         templates, pats = self._fuzzy
         # A wide shortlist by plain similarity, then each rescored with its placeholders free
