@@ -72,7 +72,10 @@ print(report.inserted, report.updated, report.unchanged)
 BUILD_ONLY = """
 import sys
 from kb.knowledge import KnowledgeBase
-KnowledgeBase(sys.argv[1]).matcher(rebuild=True)
+import shutil
+kb = KnowledgeBase(sys.argv[1])
+shutil.rmtree(kb.cache_dir(), ignore_errors=True)
+kb.build_matcher()  # as `kb import` runs it
 """
 
 WARM = """

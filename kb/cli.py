@@ -168,7 +168,7 @@ def import_command(
     if report.inserted or report.updated:
         if not quiet:
             click.echo("Building the matcher index...", err=True)
-        kb.matcher()  # built once per revision now, so the next `kb match` only loads it
+        kb.build_matcher()  # built once per revision now, so the next `kb match` only loads it
     ctx.exit(EXIT_NOTHING_FOUND if report.rejected else EXIT_OK)
 
 

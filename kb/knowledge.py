@@ -103,6 +103,16 @@ class KnowledgeBase:
         self._index = index
         return index
 
+    def build_matcher(self) -> None:
+        """Write the matcher cache for the current revision unless it is there already, without
+        loading it (what `kb import` does after storing records: the build's memory is freed
+        before anything else is held)."""
+        from kb.matcher import cache_is_current, write_index
+
+        revision = self.revision()
+        if not cache_is_current(self.cache_dir(), revision):
+            write_index(self._pattern_sources(), self.cache_dir(), revision)
+
     def match(
         self,
         text: str | bytes | IO[bytes] | IO[str],

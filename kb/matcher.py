@@ -53,8 +53,10 @@ __all__ = [
     "MatcherIndex",
     "PatternSource",
     "build_index",
+    "cache_is_current",
     "load_index",
     "sources_from_records",
+    "write_index",
 ]
 
 FORMAT_VERSION = 9
@@ -63,11 +65,11 @@ CACHE_FILE = "matcher.sqlite3"
 STALE_TMP_SECONDS = 3600
 # Records a build holds before writing them to the cache: bounds its memory, amortises inserts.
 BUILD_CHUNK = 20_000
-# Keys per Hyperscan database. Compiling takes about 2.2 KB a key (measured: 100k keys 222 MB,
+# Keys per Hyperscan database. Compiling takes about 2.2 KB a key (measured: 100k keys 215 MB,
 # 250k keys 537 MB, the 1M-record corpus's 669k keys 1.5 GB); shards of this size keep a build
-# under 300 MB at any size, and each further shard costs one more pass over a log (about 30 ms
+# under 300 MB at any size, and each further shard costs one more pass over a log (about 25 ms
 # on a 22 MB log), so shards are as few and as even as this allows.
-SHARD_KEYS = 100_000
+SHARD_KEYS = 80_000
 # Below this a clean log (noise hitting generic patterns only) comes back empty; one specific
 # pattern on its own (0.56 and up) or a generic one with a frame clears it.
 DEFAULT_MIN_SCORE = 0.5
@@ -376,8 +378,17 @@ def _finish_schema(con: sqlite3.Connection) -> None:
 
 
 def build_index(sources: Iterable[PatternSource], cache_dir: Path, revision: str) -> MatcherIndex:
+    """write_index, then load what it wrote."""
+    write_index(sources, cache_dir, revision)
+    index = load_index(cache_dir, revision)
+    if index is None:  # pragma: no cover - we just wrote it
+        raise RuntimeError(f"the matcher cache in {cache_dir} could not be read back")
+    return index
+
+
+def write_index(sources: Iterable[PatternSource], cache_dir: Path, revision: str) -> None:
     """Prepare every pattern, compile the prefilter and write the cache for `revision`
-    (atomically: a temp file renamed over the old one). Returns the loaded index."""
+    (atomically: a temp file renamed over the old one)."""
     cache_dir = Path(cache_dir)
     cache_dir.mkdir(parents=True, exist_ok=True)
     for stale in cache_dir.glob(".matcher-*.tmp"):
@@ -571,10 +582,22 @@ def build_index(sources: Iterable[PatternSource], cache_dir: Path, revision: str
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    index = load_index(cache_dir, revision)
-    if index is None:  # pragma: no cover - we just wrote it
-        raise RuntimeError(f"the matcher cache in {cache_dir} could not be read back")
-    return index
+
+
+def cache_is_current(cache_dir: Path, revision: str) -> bool:
+    """Whether the cache in `cache_dir` was written for `revision` by this format."""
+    path = Path(cache_dir) / CACHE_FILE
+    if not path.is_file():
+        return False
+    try:
+        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            rows = dict(con.execute("SELECT k, v FROM meta WHERE k IN ('format', 'revision')"))
+        finally:
+            con.close()
+    except sqlite3.Error:
+        return False
+    return rows.get("format") == str(FORMAT_VERSION) and rows.get("revision") == revision
 
 
 class _ShardWriter:
@@ -613,9 +636,22 @@ class _ShardWriter:
         del expressions
         self.con.execute("INSERT INTO shards VALUES (?, ?)", (self.shards, hyperscan.dumpb(db)))
         self.shards += 1
+        del db
+        _release_memory()
 
     def finish(self) -> None:
         self.flush()
+
+
+def _release_memory() -> None:
+    """Hand the memory a shard's compile freed back to the system. glibc keeps it otherwise,
+    fragmented by what is allocated in between, and each later shard's peak starts higher."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc: nothing to do
+        pass
 
 
 def _kind_ranges(kinds: list[str]) -> list[list[Any]]:

@@ -20,8 +20,10 @@ from kb.matcher import (
     MatcherIndex,
     PatternSource,
     build_index,
+    cache_is_current,
     load_index,
     sources_from_records,
+    write_index,
 )
 
 FIXTURES = Path(__file__).parent / "fixtures" / "matcher"
@@ -386,6 +388,20 @@ def test_cache_is_written_atomically_and_is_self_sufficient(tmp_path: Path) -> N
         "765d8cebe29fa6d4",
         "47b1f16ae78d5108",
     }
+
+
+def test_written_cache_is_current_only_for_its_revision_and_format(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import kb.matcher
+
+    assert not cache_is_current(tmp_path, "r1")
+    write_index(sources_from_records(fixture_records()[:5]), tmp_path, "r1")
+    assert cache_is_current(tmp_path, "r1")
+    assert not cache_is_current(tmp_path, "r2")
+    monkeypatch.setattr(kb.matcher, "FORMAT_VERSION", kb.matcher.FORMAT_VERSION + 1)
+    assert not cache_is_current(tmp_path, "r1")
+    assert load_index(tmp_path, "r1") is None  # a newer kb rebuilds an older kb's cache
 
 
 def test_sharded_prefilter_finds_what_one_database_finds(
