@@ -64,7 +64,7 @@ CACHE_FILE = "matcher.sqlite3"
 # A temporary cache file this old is left over from a killed build.
 STALE_TMP_SECONDS = 3600
 # Records a build holds before writing them to the cache: bounds its memory, amortises inserts.
-BUILD_CHUNK = 20_000
+BUILD_CHUNK = 5_000
 # Keys per Hyperscan database. Compiling takes about 2.2 KB a key (measured: 100k keys 215 MB,
 # 250k keys 537 MB, the 1M-record corpus's 669k keys 1.5 GB); shards of this size keep a build
 # under 300 MB at any size, and each further shard costs one more pass over a log (about 25 ms
