@@ -6,6 +6,7 @@ matcher's engines) are imported inside the commands that need them, so `kb --hel
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 from collections.abc import Callable
@@ -217,6 +218,11 @@ def match(
     if as_json:
         fmt = "json"
     index, fetch = open_for_matching(resolve_database_url(ctx.obj.get("db")))
+    # A one-shot process: what is loaded by now lives until exit, and a big log makes tens of
+    # thousands of short-lived containers: collecting less often (big.log at 150k records:
+    # 20 ms in 49 collections -> 8 ms in 28).
+    gc.freeze()
+    gc.set_threshold(10_000, 50, 100)
     threshold = DEFAULT_MIN_SCORE if min_score is None else min_score
     if source == "-":
         if sys.stdin.isatty():

@@ -69,7 +69,7 @@ BUILD_CHUNK = 5_000
 # 250k keys 537 MB, the 1M-record corpus's 669k keys 1.5 GB); shards of this size keep a build
 # under 300 MB at any size, and each further shard costs one more pass over a log (about 25 ms
 # on a 22 MB log), so shards are as few and as even as this allows.
-SHARD_KEYS = 80_000
+SHARD_KEYS = 64_000
 # Below this a clean log (noise hitting generic patterns only) comes back empty; one specific
 # pattern on its own (0.56 and up) or a generic one with a frame clears it.
 DEFAULT_MIN_SCORE = 0.5
