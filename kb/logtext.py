@@ -451,10 +451,12 @@ def _unwrap(block: LineBlock, width: int) -> LineBlock:
 
 
 def blocks(
-    source: IO[bytes] | IO[str] | bytes | str, block_bytes: int = BLOCK_BYTES
+    source: IO[bytes] | IO[str] | bytes | str, block_bytes: int | None = None
 ) -> Iterator[LineBlock]:
-    """Stream a log as blocks of logical lines, cutting only at line ends. Bytes are UTF-8
-    (bad bytes replaced) unless a UTF-16 byte-order mark says otherwise (PowerShell's `>`)."""
+    """Stream a log as blocks of logical lines, cutting only at line ends (blocks of about
+    BLOCK_BYTES by default). Bytes are UTF-8 (bad bytes replaced) unless a UTF-16 byte-order
+    mark says otherwise (PowerShell's `>`)."""
+    block_bytes = block_bytes or BLOCK_BYTES
     if isinstance(source, bytes):
         if source.startswith(UTF16_BOMS):
             source = source.decode("utf-16", "replace")

@@ -89,6 +89,8 @@ CODE_CONTEXT = 60
 FRAME_ONLY_NEAR = 80
 # Path tails tried against the records' filePaths (a deep path has many).
 MAX_PATH_PARTS = 40
+# Blocks this big are scanned in a thread, alongside the work on their neighbours.
+THREADED_SCAN_BYTES = 1 << 20
 # Lines of earlier blocks kept for context (tracebacks above a message, messages split over lines).
 CARRY_LINES = 160
 # Lines after a hit that may still hold its stack frames (JavaScript, Java, Go print them below).
@@ -788,6 +790,73 @@ class _Scan:
         self.by_line: dict[tuple[str, int], Match] = {}
 
 
+def _lines_at(data: bytes, offsets: Iterable[int]) -> Iterator[int]:
+    """The 0-based line of each offset into data (offsets in increasing order)."""
+    pos = 0
+    line = 0
+    for offset in offsets:
+        line += data.count(b"\n", pos, offset)
+        pos = offset
+        yield line
+
+
+class _BlockScan:
+    """The prefilter scan of one block's own lines: every shard over its bytes, in a thread
+    for a big block (Hyperscan lets go of the GIL, so the scan overlaps the Python work on
+    the blocks around it). result() gives (line in the block, key id) in line order."""
+
+    def __init__(self, index: MatcherIndex, block: logtext.LineBlock) -> None:
+        self.block = block
+        self.data = (
+            block.data
+            if block.data is not None
+            else "\n".join(block.lines).encode("utf-8", "replace")
+        )
+        self._dbs = index._dbs
+        self._hits: list[tuple[int, int]] = []
+        self._error: BaseException | None = None
+        self._thread: threading.Thread | None = None
+        if len(self.data) >= THREADED_SCAN_BYTES:
+            # its own scratch spaces: the main thread scans carried lines meanwhile
+            scratches = index._thread_scratches()
+            self._thread = threading.Thread(
+                target=self._scan, args=(scratches,), name="kb-scan", daemon=True
+            )
+            self._thread.start()
+        else:
+            self._scan(None)
+
+    def _scan(self, scratches: list[Any] | None) -> None:
+        try:
+            self._hits = list(self.hits_by_line(self._dbs, self.data, scratches))
+        except BaseException as exc:  # raised again where the result is wanted
+            self._error = exc
+
+    def result(self) -> list[tuple[int, int]]:
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        if self._error is not None:
+            raise self._error
+        return self._hits
+
+    @staticmethod
+    def hits_by_line(
+        dbs: list[Any], data: bytes, scratches: list[Any] | None = None
+    ) -> Iterator[tuple[int, int]]:
+        if not data:
+            return iter(())
+        raw: list[tuple[int, int]] = []
+
+        def on_hit(key_id: int, _from: int, to: int, _flags: int, _ctx: Any) -> None:
+            raw.append((to, key_id))
+
+        for i, db in enumerate(dbs):
+            db.scan(data, match_event_handler=on_hit, scratch=scratches[i] if scratches else None)
+        raw.sort()
+        return zip(_lines_at(data, [to for to, _ in raw]), [key for _, key in raw], strict=True)
+
+
 class MatcherIndex:
     """A loaded prefilter index. `match()` may be called many times and from several threads
     (calls are serialised: the Hyperscan scratch space and the lookup caches are shared)."""
@@ -802,6 +871,7 @@ class MatcherIndex:
     ) -> None:
         self._con = con
         self._dbs = dbs
+        self._scratches: list[Any] | None = None
         self.records = records
         self.revision = revision
         self._kind_starts = [int(k[0]) for k in kinds]
@@ -819,6 +889,15 @@ class MatcherIndex:
         self._packages: frozenset[str] | None = None
         self._fuzzy: tuple[list[str], list[int]] | None = None
         self._lock = threading.Lock()
+
+    def _thread_scratches(self) -> list[Any]:
+        """A second scratch space per shard, for the scanning thread (made when first needed:
+        small pastes never scan in a thread)."""
+        if self._scratches is None:
+            import hyperscan
+
+            self._scratches = [hyperscan.Scratch(db) for db in self._dbs]
+        return self._scratches
 
     # ---- lookups (lazy, cached) ----------------------------------------------------------
 
@@ -970,19 +1049,34 @@ class MatcherIndex:
     def _run(
         self, scan: _Scan, blocks: Iterator[logtext.LineBlock], top: int, min_s: float
     ) -> None:
-        prev: logtext.LineBlock | None = None
+        # A block's prefilter scan runs while the next block is read and split, and the next
+        # block's while this one is worked on (Hyperscan lets go of the GIL): one scan at a
+        # time, since each shard has one scratch space.
+        prev: _BlockScan | None = None
         for block in blocks:
-            if prev is not None:
-                self._block(scan, prev, final=False, top=top, min_score=min_s)
-            prev = block
+            if prev is None:
+                prev = _BlockScan(self, block)
+                continue
+            prev.result()  # done before the next block's scan starts
+            current = _BlockScan(self, block)
+            self._block(scan, prev, final=False, top=top, min_score=min_s)
+            prev = current
         if prev is not None:
             self._block(scan, prev, final=True, top=top, min_score=min_s)
         else:
             self._finalize(scan, None, top, min_s)
 
     def _block(
-        self, scan: _Scan, block: logtext.LineBlock, *, final: bool, top: int, min_score: float
+        self,
+        scan: _Scan,
+        scanned: _BlockScan,
+        *,
+        final: bool,
+        top: int,
+        min_score: float,
     ) -> None:
+        """Work on one block, its own lines' prefilter hits found by `scanned`."""
+        block = scanned.block
         # Keep the tail of the previous block in front of this one, for context.
         carry = min(CARRY_LINES, len(scan.lines))
         n_new = len(block.lines)
@@ -995,27 +1089,15 @@ class MatcherIndex:
         scan.end_nos = scan.end_nos[len(scan.end_nos) - carry :] + list(new_ends)
         scan.lines_total += len(block.lines)
         lines = scan.lines
-        if block.data is None:
-            data = "\n".join(lines).encode("utf-8", "replace")
-        elif kept:
-            data = "\n".join(kept).encode("utf-8", "replace") + b"\n" + block.data
-        else:
-            data = block.data
-        raw: list[tuple[int, int]] = []
-
-        def on_hit(key_id: int, _from: int, to: int, _flags: int, _ctx: Any) -> None:
-            raw.append((to, key_id))
-
-        for db in self._dbs:
-            db.scan(data, match_event_handler=on_hit)
-        raw.sort()
+        # The carried lines are scanned again: what waited for the lines after them (a message
+        # running on into this block) is tried now. Keys never span a newline, so scanning
+        # them apart from the block finds what scanning both together would.
+        carry_data = "\n".join(kept).encode("utf-8", "replace") if kept else b""
         per_line: dict[int, set[int]] = {}
-        pos = 0
-        li = 0
-        for to, key_id in raw:
-            li += data.count(b"\n", pos, to)
-            pos = to
+        for li, key_id in _BlockScan.hits_by_line(self._dbs, carry_data):
             per_line.setdefault(li, set()).add(key_id)
+        for li, key_id in scanned.result():
+            per_line.setdefault(carry + li, set()).add(key_id)
         g0 = scan.g0
         pending_patterns: list[tuple[int, int]] = []
         code_hits: list[tuple[int, int]] = []
@@ -1047,11 +1129,15 @@ class MatcherIndex:
                     if PYTEST_LOC_RE.search(lines[li]):
                         scan.errors.pop(g, None)  # a pytest location line, read as a frame
         # pytest prints the raise site as "path.py:466: InvalidVersion"
-        pos = 0
-        li = 0
-        for m in PYTEST_LOC_BYTES_RE.finditer(data):
-            li += data.count(b"\n", pos, m.start())
-            pos = m.start()
+        for li in [
+            *_lines_at(carry_data, [m.start() for m in PYTEST_LOC_BYTES_RE.finditer(carry_data)]),
+            *(
+                carry + i
+                for i in _lines_at(
+                    scanned.data, [m.start() for m in PYTEST_LOC_BYTES_RE.finditer(scanned.data)]
+                )
+            ),
+        ]:
             g = g0 + li
             if g not in scan.frames:
                 frame = logtext.parse_frame(lines[li])
@@ -1337,6 +1423,10 @@ class MatcherIndex:
                 used_tbs.add(id(tb))
                 if tb.exc_g is not None:
                     scan.claimed.add(tb.exc_g)
+                if tb.frames:
+                    # A later block still has these frames but maybe not the lines below them
+                    # (no exception line found then): the innermost frame marks them as used.
+                    scan.claimed.add(tb.frames[0][0])
             exc = scan.errors.get(g_start)
             cands: list[_Candidate] = []
             for hit in cluster:
@@ -1354,11 +1444,14 @@ class MatcherIndex:
             g_key = t.exc_g if t.exc_g is not None else t.frames[0][0]
             if upto is not None and g_key >= upto - LOOKAHEAD_LINES:
                 continue  # wait until the hits around it are settled
-            if g_key in scan.claimed or any(h.g_start <= g_key <= h.g_end for h in scan.hits):
+            inner_g = t.frames[0][0]
+            if g_key in scan.claimed or inner_g in scan.claimed:
                 continue
-            if g_key in scan.tb_done:
+            if any(h.g_start <= g_key <= h.g_end for h in scan.hits):
                 continue
-            scan.tb_done.add(g_key)
+            if g_key in scan.tb_done or inner_g in scan.tb_done:
+                continue
+            scan.tb_done.update((g_key, inner_g))
             exc = scan.errors.get(t.exc_g) if t.exc_g is not None else None
             if self._emit(scan, self._frame_candidates(scan, t, exc), top, min_score):
                 scan.claimed.add(g_key)

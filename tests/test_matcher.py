@@ -301,6 +301,26 @@ def test_streams_and_paths_are_read_block_by_block(index: MatcherIndex, tmp_path
         assert match.line == 12001
 
 
+@pytest.mark.parametrize("threaded", [False, True])
+def test_errors_at_block_edges_are_found_whether_blocks_are_scanned_in_a_thread_or_not(
+    index: MatcherIndex, monkeypatch: pytest.MonkeyPatch, threaded: bool
+) -> None:
+    """Small blocks put errors (and a traceback) across block boundaries and into the carried
+    lines; a big block's prefilter scan runs in a thread beside the work on the previous one."""
+    import kb.logtext
+    import kb.matcher
+
+    monkeypatch.setattr(kb.matcher, "THREADED_SCAN_BYTES", 1 if threaded else 1 << 40)
+    monkeypatch.setattr(kb.logtext, "BLOCK_BYTES", 65536)
+    paste = (FIXTURES / "paste.log").read_text()
+    log = (NOISE * 150 + paste) * 3 + NOISE * 5
+    whole = [(m.line, m.id) for m in index.match(log.encode()).matches]
+    assert len(whole) == 3  # one match per error, each with its other lines
+    assert all(len(m.other_lines) == 2 for m in index.match(log.encode()).matches)
+    expected = json.loads((FIXTURES / "paste.expected.json").read_text())
+    assert sorted(i for _, i in whole) == sorted(p["id"] for p in expected["planted"])
+
+
 # ---- captures, suggestions, fuzzy, codes --------------------------------------------------
 
 
