@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import IO, Any, Final, Protocol
 from urllib.parse import urljoin
 
-from sqlalchemy import JSON, Engine, bindparam, delete, insert, select, update
+from sqlalchemy import JSON, Engine, bindparam, delete, func, insert, select, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
@@ -506,6 +506,7 @@ class Importer:
         self.batch_size = max(1, batch_size)
         self.check_pattern = check_pattern
         self._batch: dict[str, tuple[Record, str | None, Item]] = {}
+        self._next_key: int | None = None  # SQLite: the key the next new record gets
 
     def add(self, item: Item) -> None:
         report = self.report
@@ -567,21 +568,24 @@ class Importer:
             return
         batch, self._batch = self._batch, {}
         table = RECORDS
-        existing = {
-            row.id: (row.content_hash, row.stub, row.import_id)
-            for row in self.conn.execute(
-                select(table.c.id, table.c.content_hash, table.c.stub, table.c.import_id).where(
-                    table.c.id.in_(list(batch))
-                )
-            )
-        }
+        sqlite = self.conn.dialect.name == "sqlite"
+        existing = self._existing(list(batch))
+        if sqlite and self._next_key is None:
+            # Keys are given here, as SQLite would (the largest plus one), so the tag rows
+            # can name them without reading them back.
+            top = self.conn.execute(select(func.max(table.c.key))).scalar()
+            self._next_key = int(top or 0) + 1
         inserts: list[dict[str, Any]] = []
         updates: list[dict[str, Any]] = []
         for record_id, (record, version, _item) in batch.items():
             digest = record.content_hash()
             old = existing.get(record_id)
             if old is None:
-                inserts.append(self._row(record, version, digest))
+                row = self._row(record, version, digest)
+                if self._next_key is not None:
+                    row["key"] = self._next_key
+                    self._next_key += 1
+                inserts.append(row)
                 self.report.inserted += 1
             elif old[0] == digest or (record.stub and not old[1]):
                 self.report.unchanged += 1  # a stub never replaces a full record
@@ -590,8 +594,7 @@ class Importer:
                 row["b_id"] = row.pop("id")
                 updates.append(row)
                 self.report.updated += 1
-        fts = self.conn.dialect.name == "sqlite"
-        if fts and updates:
+        if sqlite and updates:
             # Rows written earlier in this import have no full-text entry yet (finish() adds
             # them all at once); only older rows have text to take out.
             indexed = [
@@ -601,6 +604,20 @@ class Importer:
                 _fts_update(self.conn, indexed, "delete")
         if inserts:
             _bulk_insert(self.conn, inserts)
+        tags = RECORD_TAGS
+        # The tags of what was written (not of unchanged records), from the rows themselves.
+        tagged: list[tuple[int, list[str]]] = []
+        if inserts and sqlite:
+            tagged = [(row["key"], row["tags"]) for row in inserts]
+        elif inserts:
+            keys = dict(
+                self.conn.execute(
+                    select(table.c.id, table.c.key).where(
+                        table.c.id.in_([row["id"] for row in inserts])
+                    )
+                ).tuples()
+            )
+            tagged = [(keys[row["id"]], row["tags"]) for row in inserts]
         if updates:
             columns = [c for c in updates[0] if c != "b_id"]
             statement = (
@@ -609,25 +626,31 @@ class Importer:
                 .values({c: bindparam(c) for c in columns})
             )
             self.conn.execute(statement, updates)
-            tags = RECORD_TAGS
+            updated = [(existing[row["b_id"]][3], row["tags"]) for row in updates]
             self.conn.execute(
-                delete(tags).where(tags.c.record_id.in_([row["b_id"] for row in updates]))
+                delete(tags).where(tags.c.record_key.in_([key for key, _tags in updated]))
             )
-        # The tags of what was written (not of unchanged records), from the rows themselves.
-        tag_rows = [
-            (record_id, tag)
-            for record_id, tags in [(r["id"], r["tags"]) for r in inserts]
-            + [(r["b_id"], r["tags"]) for r in updates]
-            for tag in dict.fromkeys(tags or [])
-        ]
-        if tag_rows and fts:
+            tagged += updated
+        tag_rows = [(key, tag) for key, values in tagged for tag in dict.fromkeys(values or [])]
+        if tag_rows and sqlite:
             self.conn.exec_driver_sql(
-                f"INSERT INTO {RECORD_TAGS.name} (record_id, tag) VALUES (?, ?)", tag_rows
+                f"INSERT INTO {tags.name} (record_key, tag) VALUES (?, ?)", tag_rows
             )
         elif tag_rows:
             self.conn.execute(
-                insert(RECORD_TAGS), [{"record_id": rid, "tag": tag} for rid, tag in tag_rows]
+                insert(tags), [{"record_key": key, "tag": tag} for key, tag in tag_rows]
             )
+
+    def _existing(self, ids: list[str]) -> dict[str, tuple[str, bool, int | None, int]]:
+        """What the upsert needs of the stored records among ids: hash, stub, import, key."""
+        table = RECORDS
+        query = select(
+            table.c.id, table.c.content_hash, table.c.stub, table.c.import_id, table.c.key
+        ).where(table.c.id.in_(ids))
+        return {
+            row.id: (row.content_hash, row.stub, row.import_id, row.key)
+            for row in self.conn.execute(query)
+        }
 
     def _row(self, record: Record, version: str | None, digest: str) -> dict[str, Any]:
         row = {column: record.values.get(column) for column in COLUMNS}

@@ -113,7 +113,7 @@ class Filters:
                 params.append(value)
         if self.tag:
             conditions.append(
-                "EXISTS (SELECT 1 FROM record_tags t WHERE t.record_id = r.id AND t.tag = ?)"
+                "EXISTS (SELECT 1 FROM record_tags t WHERE t.record_key = r.key AND t.tag = ?)"
             )
             params.append(self.tag)
         return conditions, params

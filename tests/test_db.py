@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ from kb import db
 from kb.config import resolve_database_url, to_url
 from kb.models import Base
 from kb.quick import HEAD_REVISION
-from tests.conftest import SEED
+from tests.conftest import RECORDS40, SEED, corpus_records, seed_record
 
 
 def schema_of(engine: Any) -> dict[str, Any]:
@@ -50,6 +51,14 @@ def fts_objects(engine: Any) -> list[tuple[str, str, str]]:
         return [tuple(row) for row in rows]
 
 
+def table_ddl(engine: Any, name: str) -> str:
+    """The table's CREATE statement as SQLite stores it: shows WITHOUT ROWID, which the
+    inspector does not."""
+    with engine.connect() as conn:
+        sql = "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?"
+        return str(conn.exec_driver_sql(sql, (name,)).scalar())
+
+
 def test_head_revision_constant_is_the_scripts_head() -> None:
     scripts = ScriptDirectory(str(db.migrations_dir()))
     assert scripts.get_current_head() == HEAD_REVISION
@@ -68,6 +77,7 @@ def test_alembic_upgrade_head_and_create_all_make_the_same_schema(tmp_path: Path
         context = MigrationContext.configure(conn, opts={"include_name": not_fts})
         assert compare_metadata(context, Base.metadata) == []
     assert fts_objects(created) == fts_objects(migrated)
+    assert table_ddl(created, "record_tags") == table_ddl(migrated, "record_tags")
     assert {name for _type, name, _sql in fts_objects(created)} == {"records_fts"}
     assert db.current_revision(created) == db.current_revision(migrated) == HEAD_REVISION
 
@@ -115,6 +125,45 @@ def test_database_at_an_older_revision_is_refused_until_upgraded(
         assert invoke("stats").exit_code == 0
     else:
         assert "which this kb does not know" in result.stderr
+
+
+def test_tag_rows_survive_a_downgrade_to_text_ids_and_the_upgrade_back(
+    invoke: Any, db_path: Path
+) -> None:
+    """0003 re-keys record_tags by records.key; both directions carry every tag row."""
+    assert invoke("import", str(RECORDS40), str(SEED)).exit_code == 0
+
+    def tag_rows(column: str, join: str) -> list[tuple[str, str]]:
+        with sqlite3.connect(db_path) as conn:
+            rows = conn.execute(
+                f"SELECT r.id, t.tag FROM record_tags t JOIN records r ON r.{join} = t.{column}"
+            )
+            return sorted(rows)
+
+    def table_sql() -> str:
+        with sqlite3.connect(db_path) as conn:
+            sql = "SELECT sql FROM sqlite_master WHERE name = 'record_tags'"
+            return str(conn.execute(sql).fetchone()[0]).strip()
+
+    at_head = tag_rows("record_key", "key")
+    expected = sorted(
+        (r["id"], tag) for r in [*corpus_records(), seed_record()] for tag in set(r["tags"])
+    )
+    assert at_head == expected
+    assert table_sql().endswith("WITHOUT ROWID")
+    engine = db.make_engine(to_url(db_path))
+    with engine.begin() as conn:
+        config = db._alembic_config(engine)
+        config.attributes["connection"] = conn
+        command.downgrade(config, "0002")
+    assert tag_rows("record_id", "id") == at_head
+    assert "WITHOUT ROWID" not in table_sql()
+    assert invoke("db", "upgrade").exit_code == 0
+    assert tag_rows("record_key", "key") == at_head
+    assert table_sql().endswith("WITHOUT ROWID")
+    tag = seed_record()["tags"][0]
+    found = json.loads(invoke("search", "--tag", tag, "--limit", "100", "--json").stdout)
+    assert {r["id"] for r in found["results"]} == {rid for rid, t in at_head if t == tag}
 
 
 def test_a_database_that_is_not_kb_is_refused_with_exit_3(invoke: Any, db_path: Path) -> None:
