@@ -520,3 +520,21 @@ def schema_of_file(db_path: Path) -> list[tuple[str, str, str]]:
             "SELECT type, name, sql FROM sqlite_master WHERE sql IS NOT NULL ORDER BY name"
         )
         return [tuple(row) for row in rows]
+
+
+# ----------------------------------------------------------------------------- storage
+
+
+def test_a_first_load_with_a_repeated_id_counts_the_repeat_as_an_update(
+    invoke: Any, tmp_path: Path, records: list[Any]
+) -> None:
+    """Into an empty table the importer skips looking up ids it has not written yet; one it
+    wrote earlier in the same import is still found, whatever batch it is in."""
+    changed = dict(records[0], documentation="Changed later in the same file.")
+    path = write_jsonl(tmp_path / "in.jsonl", [*records, records[1], changed])
+    report = json.loads(invoke("import", str(path), "--batch-size", "7", "--json").stdout)
+    assert (report["inserted"], report["updated"], report["unchanged"]) == (40, 1, 1)
+    exported = [json.loads(line) for line in invoke("export").stdout.splitlines()]
+    assert len(exported) == 40
+    by_id = {r["id"]: r for r in exported}
+    assert by_id[records[0]["id"]]["documentation"] == "Changed later in the same file."
