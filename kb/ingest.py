@@ -11,6 +11,7 @@ import gzip
 import hashlib
 import io
 import json
+import operator
 import os
 import sys
 import uuid
@@ -693,7 +694,12 @@ class Importer:
         }
 
     def _row(self, record: Record, version: str | None, digest: str) -> dict[str, Any]:
-        row = {column: record.values.get(column) for column in COLUMNS}
+        values = record.values
+        row = (
+            dict(values)
+            if values.keys() == _COLUMN_SET
+            else {column: values.get(column) for column in COLUMNS}
+        )
         row["extra"] = record.extra
         row["stub"] = record.stub
         row["dataset_version"] = version
@@ -702,6 +708,7 @@ class Importer:
         return row
 
 
+_COLUMN_SET: Final = frozenset(COLUMNS)
 _JSON_COLUMNS: Final = frozenset(
     column.name for column in RECORDS.columns if isinstance(column.type, JSON)
 )
@@ -715,14 +722,32 @@ def _bulk_insert(conn: Connection, rows: list[dict[str, Any]]) -> None:
         conn.execute(insert(table), rows)
         return
     names = list(rows[0])
-    encode = [name in _JSON_COLUMNS for name in names]
-    dumps = json.dumps
-    params = [
-        tuple(dumps(row[n]) if js else row[n] for n, js in zip(names, encode, strict=True))
-        for row in rows
-    ]
+    values_of = operator.itemgetter(*names)
+    encoded = [i for i, name in enumerate(names) if name in _JSON_COLUMNS]
+    params = []
+    for row in rows:
+        values = list(values_of(row))
+        for i in encoded:
+            values[i] = _to_json(values[i])
+        params.append(tuple(values))
     sql = f"INSERT INTO {table.name} ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})"
     conn.exec_driver_sql(sql, params)
+
+
+_encode_string: Final = json.encoder.encode_basestring_ascii
+
+
+def _to_json(value: Any) -> str:
+    """json.dumps(value), character for character; a list of strings (the list columns) is
+    joined directly, at a third of the cost of the general encoder."""
+    if type(value) is list:
+        try:
+            return "[" + ", ".join(map(_encode_string, value)) + "]"
+        except TypeError:  # an item that is not a string
+            return json.dumps(value)
+    if type(value) is dict and not value:
+        return "{}"
+    return json.dumps(value)
 
 
 _FTS_COLUMNS: Final = ", ".join(FTS_COLUMNS)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import operator
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -185,6 +186,7 @@ FIELDS: Final[tuple[FieldSpec, ...]] = (
 KEY_TO_COLUMN: Final = {spec.key: spec.column for spec in FIELDS}
 COLUMN_TO_KEY: Final = {spec.column: spec.key for spec in FIELDS}
 COLUMNS: Final = tuple(spec.column for spec in FIELDS)
+_COLUMN_VALUES: Final = operator.itemgetter(*COLUMNS)
 
 # The compact index.json row: key -> (full key, check). Enough to match, not to explain.
 COMPACT_FIELDS: Final[dict[str, tuple[str, Check]]] = {
@@ -217,7 +219,7 @@ class Record:
     def content_hash(self) -> str:
         """A digest of everything stored, so a re-import can tell unchanged from updated."""
         # repr of plain JSON values is stable and several times cheaper than json.dumps.
-        payload = repr(([self.values[column] for column in COLUMNS], self.extra, self.stub))
+        payload = repr((list(_COLUMN_VALUES(self.values)), self.extra, self.stub))
         return hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()
 
     def to_dataset(self) -> dict[str, Any]:

@@ -525,6 +525,25 @@ def schema_of_file(db_path: Path) -> list[tuple[str, str, str]]:
 # ----------------------------------------------------------------------------- storage
 
 
+@pytest.mark.parametrize(
+    "value",
+    [
+        [],
+        {},
+        None,
+        ["plain", 'quote " and \\ backslash', "tab\tnew\nline", "café ☕ 😀", "\x00\x1f"],
+        ["mixed", 1, None, True, 2.5],
+        [["nested"]],
+        {"key": ["value"], "n": 1},
+        "a string",
+    ],
+)
+def test_stored_json_is_exactly_what_json_dumps_writes(value: Any) -> None:
+    from kb.ingest import _to_json
+
+    assert _to_json(value) == json.dumps(value)
+
+
 def test_a_first_load_with_a_repeated_id_counts_the_repeat_as_an_update(
     invoke: Any, tmp_path: Path, records: list[Any]
 ) -> None:
