@@ -20,6 +20,8 @@ from kb.quick import HEAD_REVISION
 # How long a command waits for another process's write lock before giving up (exit 3).
 BUSY_TIMEOUT_MS = 30_000
 
+PAGE_SIZE = 16384  # bytes, for new SQLite files
+
 PACKAGE_DIR = Path(__file__).resolve().parent
 
 
@@ -36,6 +38,10 @@ def _on_sqlite_connect(dbapi_connection: Any, _record: Any) -> None:
     dbapi_connection.isolation_level = None
     cursor = dbapi_connection.cursor()
     cursor.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    # Only a new, empty file takes this (before WAL is on): a record is ~4.5 KB, which on 4 KB
+    # pages spills to an overflow page each; 16 KB pages hold three whole records. A 150k
+    # import measured 31 s at 4 KB, 26 s at 8 KB, 23 s at 16 KB; the file 25% smaller.
+    cursor.execute(f"PRAGMA page_size = {PAGE_SIZE}")
     cursor.execute("PRAGMA journal_mode = WAL")
     cursor.execute("PRAGMA synchronous = NORMAL")
     cursor.execute("PRAGMA foreign_keys = ON")

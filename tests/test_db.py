@@ -209,3 +209,16 @@ def test_sqlite_runs_in_wal_mode(invoke: Any, db_path: Path) -> None:
     invoke("import", str(SEED))
     with sqlite3.connect(db_path) as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert conn.execute("PRAGMA page_size").fetchone()[0] == db.PAGE_SIZE
+
+
+def test_an_existing_database_keeps_its_page_size(invoke: Any, db_path: Path) -> None:
+    with sqlite3.connect(db_path) as conn:
+        conn.execute("PRAGMA page_size = 4096")
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("CREATE TABLE t (x)")  # an existing file, as an older kb made it
+        conn.execute("DROP TABLE t")
+    assert invoke("import", str(SEED)).exit_code == 0
+    with sqlite3.connect(db_path) as conn:
+        assert conn.execute("PRAGMA page_size").fetchone()[0] == 4096
+        assert conn.execute("SELECT count(*) FROM records").fetchone()[0] == 1
