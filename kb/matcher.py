@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import gc
 import hashlib
 import json
 import os
@@ -64,12 +65,13 @@ CACHE_FILE = "matcher.sqlite3"
 # A temporary cache file this old is left over from a killed build.
 STALE_TMP_SECONDS = 3600
 # Records a build holds before writing them to the cache: bounds its memory, amortises inserts.
-BUILD_CHUNK = 5_000
+BUILD_CHUNK = 2_000
 # Keys per Hyperscan database. Compiling takes about 2.2 KB a key (measured: 100k keys 215 MB,
-# 250k keys 537 MB, the 1M-record corpus's 669k keys 1.5 GB); shards of this size keep a build
-# under 300 MB at any size, and each further shard costs one more pass over a log (about 25 ms
-# on a 22 MB log), so shards are as few and as even as this allows.
-SHARD_KEYS = 64_000
+# 250k keys 537 MB, the 1M-record corpus's 669k keys 1.5 GB); shards of this size keep
+# `kb import` (the import, then this build, in one process) under 300 MB at a million records
+# (64k: 301 MB), and each further shard costs one more pass over a log (about 25 ms on a 22 MB
+# log, run in a thread beside the Python work), so shards are as few and as even as this allows.
+SHARD_KEYS = 56_000
 # Below this a clean log (noise hitting generic patterns only) comes back empty; one specific
 # pattern on its own (0.56 and up) or a generic one with a frame clears it.
 DEFAULT_MIN_SCORE = 0.5
@@ -391,6 +393,8 @@ def build_index(sources: Iterable[PatternSource], cache_dir: Path, revision: str
 def write_index(sources: Iterable[PatternSource], cache_dir: Path, revision: str) -> None:
     """Prepare every pattern, compile the prefilter and write the cache for `revision`
     (atomically: a temp file renamed over the old one)."""
+    gc.collect()  # what an import just before left: the compiles below need the room
+    _release_memory()
     cache_dir = Path(cache_dir)
     cache_dir.mkdir(parents=True, exist_ok=True)
     for stale in cache_dir.glob(".matcher-*.tmp"):
