@@ -12,7 +12,8 @@ The cache is one SQLite file, `<cache_dir>/matcher.sqlite3`, written to a temp f
   records   id, repo, class, code, filePath, lineNumber, pattern, message
   files     filePath -> (lineNumber, record), codes: code -> record
   fuzzy     message templates for near misses (read only when a log needs them)
-A cold match reads meta (7 MB blob, ~6 ms) and then only the rows its candidates need.
+A cold match reads meta and the shards (13 MB at 150k records, 85 MB at 1M) and then only the
+rows its candidates need.
 See benchmarks/ENGINES.md for the measurements behind the choice.
 """
 
