@@ -837,10 +837,13 @@ class _BlockScan:
         except BaseException as exc:  # raised again where the result is wanted
             self._error = exc
 
-    def result(self) -> list[tuple[int, int]]:
+    def wait(self) -> None:
         if self._thread is not None:
             self._thread.join()
             self._thread = None
+
+    def result(self) -> list[tuple[int, int]]:
+        self.wait()
         if self._error is not None:
             raise self._error
         return self._hits
@@ -1058,18 +1061,25 @@ class MatcherIndex:
         # block's while this one is worked on (Hyperscan lets go of the GIL): one scan at a
         # time, since each shard has one scratch space.
         prev: _BlockScan | None = None
-        for block in blocks:
-            if prev is None:
-                prev = _BlockScan(self, block)
-                continue
-            prev.result()  # done before the next block's scan starts
-            current = _BlockScan(self, block)
-            self._block(scan, prev, final=False, top=top, min_score=min_s)
-            prev = current
-        if prev is not None:
-            self._block(scan, prev, final=True, top=top, min_score=min_s)
-        else:
-            self._finalize(scan, None, top, min_s)
+        current: _BlockScan | None = None
+        try:
+            for block in blocks:
+                if prev is None:
+                    prev = current = _BlockScan(self, block)
+                    continue
+                prev.result()  # done before the next block's scan starts
+                current = _BlockScan(self, block)
+                self._block(scan, prev, final=False, top=top, min_score=min_s)
+                prev = current
+            if prev is not None:
+                self._block(scan, prev, final=True, top=top, min_score=min_s)
+            else:
+                self._finalize(scan, None, top, min_s)
+        finally:
+            # An error (or Ctrl-C) mid-log must not leave a scan running on the thread's
+            # scratch spaces: the next match() would find them in use.
+            if current is not None:
+                current.wait()
 
     def _block(
         self,

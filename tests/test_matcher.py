@@ -321,6 +321,55 @@ def test_errors_at_block_edges_are_found_whether_blocks_are_scanned_in_a_thread_
     assert sorted(i for _, i in whole) == sorted(p["id"] for p in expected["planted"])
 
 
+def test_a_match_that_fails_mid_log_leaves_no_scan_running(
+    index: MatcherIndex, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A failure while a log is read (here the reader raising, as Ctrl-C would) must not leave
+    a block's scan running on the thread's scratch spaces: the next match would scan with
+    them at the same time. Thread scans are slowed down so that an overlap would be seen."""
+    import threading
+    import time
+
+    import kb.logtext
+    import kb.matcher
+
+    monkeypatch.setattr(kb.matcher, "THREADED_SCAN_BYTES", 1)
+    monkeypatch.setattr(kb.logtext, "BLOCK_BYTES", 65536)
+    scan = kb.matcher._BlockScan.hits_by_line
+    lock = threading.Lock()
+    running: list[int] = []
+    overlaps: list[int] = []
+
+    def slow_scan(dbs: Any, data: bytes, scratches: Any = None) -> Any:
+        if scratches is None:
+            return scan(dbs, data)
+        with lock:
+            running.append(1)
+            if len(running) > 1:
+                overlaps.append(1)
+        time.sleep(0.2)
+        try:
+            return list(scan(dbs, data, scratches))
+        finally:
+            with lock:
+                running.pop()
+
+    monkeypatch.setattr(kb.matcher._BlockScan, "hits_by_line", staticmethod(slow_scan))
+    paste = (FIXTURES / "paste.log").read_text()
+    log = ((NOISE * 150 + paste) * 4).encode()
+
+    class Interrupted(io.BytesIO):
+        def read(self, size: int | None = -1) -> bytes:
+            if self.tell() > 150_000:
+                raise KeyboardInterrupt
+            return super().read(size)
+
+    with pytest.raises(KeyboardInterrupt):
+        index.match(Interrupted(log))
+    assert len(index.match(log).matches) == 3
+    assert not overlaps
+
+
 # ---- captures, suggestions, fuzzy, codes --------------------------------------------------
 
 
