@@ -167,9 +167,16 @@ def import_command(
             err=True,
         )
     if report.inserted or report.updated:
-        if not quiet:
-            click.echo("Building the matcher index...", err=True)
-        kb.build_matcher()  # built once per revision now, so the next `kb match` only loads it
+        # built once per revision now, so the next `kb match` only loads it
+        if not quiet and sys.stderr.isatty():
+            with click.progressbar(
+                length=kb.count(), label="Building the matcher index", file=sys.stderr
+            ) as build_bar:
+                kb.build_matcher(progress=build_bar.update)
+        else:
+            if not quiet:
+                click.echo("Building the matcher index...", err=True)
+            kb.build_matcher()
     ctx.exit(EXIT_NOTHING_FOUND if report.rejected else EXIT_OK)
 
 

@@ -6,7 +6,7 @@ Plain values in and out; the CLI is one user of it, Python code is another.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
@@ -103,15 +103,18 @@ class KnowledgeBase:
         self._index = index
         return index
 
-    def build_matcher(self) -> None:
+    def build_matcher(self, progress: Callable[[int], None] | None = None) -> bool:
         """Write the matcher cache for the current revision unless it is there already, without
         loading it (what `kb import` does after storing records: the build's memory is freed
-        before anything else is held)."""
+        before anything else is held). True if it was built. `progress` gets the number of
+        records prepared since its last call."""
         from kb.matcher import cache_is_current, write_index
 
         revision = self.revision()
-        if not cache_is_current(self.cache_dir(), revision):
-            write_index(self._pattern_sources(), self.cache_dir(), revision)
+        if cache_is_current(self.cache_dir(), revision):
+            return False
+        write_index(self._pattern_sources(), self.cache_dir(), revision, progress)
+        return True
 
     def match(
         self,
@@ -224,6 +227,11 @@ class KnowledgeBase:
             revision = get_meta(conn, "revision") or "empty"
             searcher = Searcher(SqlAlchemyRunner(conn), self.cache_dir(), revision)
             return searcher.search(query, filters, limit)
+
+    def count(self) -> int:
+        """How many records are stored."""
+        with self._connect() as conn:
+            return int(conn.execute(select(func.count()).select_from(RECORDS)).scalar_one())
 
     def stats(self) -> dict[str, Any]:
         """Totals by repository, type and severity, and the last imports."""

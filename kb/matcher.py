@@ -30,7 +30,7 @@ import sqlite3
 import tempfile
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -391,9 +391,15 @@ def build_index(sources: Iterable[PatternSource], cache_dir: Path, revision: str
     return index
 
 
-def write_index(sources: Iterable[PatternSource], cache_dir: Path, revision: str) -> None:
+def write_index(
+    sources: Iterable[PatternSource],
+    cache_dir: Path,
+    revision: str,
+    progress: Callable[[int], None] | None = None,
+) -> None:
     """Prepare every pattern, compile the prefilter and write the cache for `revision`
-    (atomically: a temp file renamed over the old one)."""
+    (atomically: a temp file renamed over the old one). `progress`, if given, is called with
+    the number of records done since its last call (for a progress bar)."""
     gc.collect()  # what an import just before left: the compiles below need the room
     _release_memory()
     cache_dir = Path(cache_dir)
@@ -536,8 +542,14 @@ def write_index(sources: Iterable[PatternSource], cache_dir: Path, revision: str
                 )
             pending.append((rec_idx, src, prep, ident))
             if len(pending) >= BUILD_CHUNK:
+                done = len(pending)
                 assign()
+                if progress is not None:
+                    progress(done)
+        done = len(pending)
         assign()
+        if progress is not None and done:
+            progress(done)
         con.executescript(
             """
             CREATE INDEX temp.prec_p ON prec (p, rec);

@@ -473,6 +473,19 @@ def test_written_cache_is_current_only_for_its_revision_and_format(
     assert load_index(tmp_path, "r1") is None  # a newer kb rebuilds an older kb's cache
 
 
+def test_a_build_reports_its_progress_record_by_record(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import kb.matcher
+
+    monkeypatch.setattr(kb.matcher, "BUILD_CHUNK", 7)
+    records = fixture_records()
+    steps: list[int] = []
+    write_index(sources_from_records(records), tmp_path, "r1", steps.append)
+    assert sum(steps) == len(records)
+    assert len(steps) == -(-len(records) // 7) and max(steps) == 7
+
+
 def test_sharded_prefilter_finds_what_one_database_finds(
     index: MatcherIndex, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
