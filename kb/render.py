@@ -224,7 +224,6 @@ def to_json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, indent=2)
 
 
-
 # --------------------------------------------------------------------------- matches
 
 MATCH_TEXT_CHARS: Final = 300  # a matched line is shown up to this; some messages run to 20 KB
