@@ -494,7 +494,7 @@ def render(results: list[dict[str, Any]], started: datetime, wall: float) -> str
     )
     row(
         "`kb import` CLI: peak RSS MB (target < 300 at 1M)",
-        [f"{r['kb_cli_import'].mb:,.0f}" for r in results],
+        [fmt_mb(r["kb_cli_import"].mb) for r in results],
     )
     row("kb re-import, all unchanged: s", [fmt_s(r["kb_reimport"].s) for r in results])
     row(

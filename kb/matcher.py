@@ -605,18 +605,36 @@ def write_index(
 
 def cache_is_current(cache_dir: Path, revision: str) -> bool:
     """Whether the cache in `cache_dir` was written for `revision` by this format."""
+    opened = _open_current(cache_dir, revision)
+    if opened is None:
+        return False
+    opened[0].close()
+    return True
+
+
+def _open_current(
+    cache_dir: Path, revision: str, *keys: str
+) -> tuple[sqlite3.Connection, dict[str, Any]] | None:
+    """A read-only connection to the cache and its meta values `keys`, if the cache was
+    written for `revision` by this format; else None."""
     path = Path(cache_dir) / CACHE_FILE
     if not path.is_file():
-        return False
+        return None
+    wanted = ("format", "revision", *keys)
     try:
-        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-        try:
-            rows = dict(con.execute("SELECT k, v FROM meta WHERE k IN ('format', 'revision')"))
-        finally:
-            con.close()
+        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
     except sqlite3.Error:
-        return False
-    return rows.get("format") == str(FORMAT_VERSION) and rows.get("revision") == revision
+        return None
+    try:
+        marks = ",".join("?" * len(wanted))
+        rows = dict(con.execute(f"SELECT k, v FROM meta WHERE k IN ({marks})", wanted))
+    except sqlite3.Error:  # not a cache of ours (a corrupt or foreign file)
+        con.close()
+        return None
+    if rows.get("format") != str(FORMAT_VERSION) or rows.get("revision") != revision:
+        con.close()
+        return None
+    return con, rows
 
 
 class _ShardWriter:
@@ -684,19 +702,11 @@ def _kind_ranges(kinds: list[str]) -> list[list[Any]]:
 
 def load_index(cache_dir: Path, revision: str) -> MatcherIndex | None:
     """The cached index for `revision`, or None when it is missing, stale or unreadable."""
-    path = Path(cache_dir) / CACHE_FILE
-    if not path.is_file():
+    opened = _open_current(cache_dir, revision, "records", "kinds")
+    if opened is None:
         return None
+    con, rows = opened
     try:
-        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
-        rows = dict(
-            con.execute(
-                "SELECT k, v FROM meta WHERE k IN ('format', 'revision', 'records', 'kinds')"
-            )
-        )
-        if rows.get("format") != str(FORMAT_VERSION) or rows.get("revision") != revision:
-            con.close()
-            return None
         import hyperscan
 
         dbs = []
@@ -705,7 +715,8 @@ def load_index(cache_dir: Path, revision: str) -> MatcherIndex | None:
             db.scratch = hyperscan.Scratch(db)
             dbs.append(db)
         return MatcherIndex(con, dbs, int(rows["records"]), json.loads(rows["kinds"]), revision)
-    except Exception:  # a corrupt or foreign file is as good as no cache
+    except Exception:  # a corrupt file is as good as no cache
+        con.close()
         return None
 
 
