@@ -26,8 +26,9 @@ from sqlalchemy import JSON, Engine, bindparam, delete, func, insert, select, up
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
+from kb.db import set_meta
 from kb.errors import DatabaseError, InputError
-from kb.models import FTS_COLUMNS, IMPORT_RUNS, META, RECORD_TAGS, RECORDS
+from kb.models import FTS_COLUMNS, IMPORT_RUNS, RECORD_TAGS, RECORDS
 from kb.patterns import never_warns
 from kb.records import (
     COLUMNS,
@@ -902,16 +903,3 @@ def _verify(source: _Source, entry: _ManifestEntry) -> None:
                 f"the file has {actual}; nothing was imported",
                 hint="Download the file again, or fix the manifest.",
             )
-
-
-def set_meta(conn: Connection, key: str, value: str) -> None:
-    table = META
-    done = conn.execute(update(table).where(table.c.key == key).values(value=value)).rowcount
-    if not done:
-        conn.execute(insert(table).values(key=key, value=value))
-
-
-def get_meta(conn: Connection, key: str) -> str | None:
-    table = META
-    row = conn.execute(select(table.c.value).where(table.c.key == key)).first()
-    return None if row is None else str(row[0])

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from kb import quick
+from kb.config import cache_dir_for
 from tests.conftest import SEED
 
 LOG = (
@@ -111,7 +112,7 @@ def test_cold_quick_path_and_full_path_give_the_same_answer(tmp_path: Path) -> N
         [*kb, "match", "--json"], input=LOG, text=True, env=env, capture_output=True, check=True
     )
     # Without a cache the full path (SQLAlchemy, schema checks) rebuilds it.
-    for cached in quick.cache_dir_for(url).glob("*"):
+    for cached in cache_dir_for(url).glob("*"):
         cached.unlink()
     full_run = subprocess.run(
         [*kb, "match", "--json"], input=LOG, text=True, env=env, capture_output=True, check=True
