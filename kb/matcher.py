@@ -45,6 +45,7 @@ from kb.patterns import (
     prepare,
     relax,
 )
+from kb.text import clip
 
 __all__ = [
     "CACHE_FILE",
@@ -124,15 +125,12 @@ MAX_TIES = 20
 MAX_OTHER_LINES = 100
 # Match.duplicates lists every tying record (one message raised from 445 model files), capped.
 MAX_DUPLICATES = 1000
-# Words shaped like codes that name log levels or protocols, never error codes.
-NOT_CODES = frozenset(
-    {
-        "INFO", "WARN", "WARNING", "ERROR", "ERR", "DEBUG", "TRACE", "FATAL", "CRITICAL",
-        "NOTICE", "SEVERE", "PANIC", "OK", "FAIL", "FAILED", "FAILURE", "SUCCESS", "PASS",
-        "PASSED", "TRUE", "FALSE", "NONE", "NULL", "GET", "POST", "PUT", "PATCH", "DELETE",
-        "HEAD", "OPTIONS", "HTTP", "HTTPS", "UTC", "GMT", "JSON", "XML", "SQL", "API", "URL",
-    }
-)  # fmt: skip
+# Words shaped like codes that name log levels, outcomes or protocols, never error codes.
+NOT_CODES = frozenset(logtext.LEVELS) | {
+    "OK", "FAIL", "FAILED", "FAILURE", "SUCCESS", "PASS", "PASSED", "TRUE", "FALSE", "NONE",
+    "NULL", "GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS", "HTTP", "HTTPS", "UTC",
+    "GMT", "JSON", "XML", "SQL", "API", "URL",
+}  # fmt: skip
 
 # Evidence weights, combined as independent signals: score = 1 - (1 - base) * prod(1 - w).
 W_CLASS = 0.35  # the record's exception class printed before the message
@@ -236,11 +234,8 @@ SOURCE_LINE_RE = re.compile(
 CODE_LINE_RE = re.compile(r"^\s+(?:[rbf]|rf|fr)?[\"']|^\s*[A-Za-z_]\w* = (?:<|[rbf]?[\"'])")
 # Where a message that runs on over lines surely ends: a new record, a traceback, a frame.
 VALUE_STOP_RE = re.compile(
-    r"\S*\d\d:\d\d|\[?(?:TRACE|DEBUG|INFO|WARN|WARNING|ERROR|CRITICAL|FATAL)\b|Traceback|"
+    r"\S*\d\d:\d\d|\[?(?:" + logtext.LEVEL_WORDS + r")\b|Traceback|"
     r"During handling|The above exception|\s*File \"|\s+at |[\w.]+(?:Error|Exception):|E  |_ _ _"
-)
-LEVEL_RE = re.compile(
-    r"\b(TRACE|DEBUG|INFO|NOTICE|WARN|WARNING|ERROR|ERR|CRITICAL|FATAL|SEVERE|PANIC)\b", re.I
 )
 SERVICE_RE = re.compile(r"([\w.\-]{1,64}) +\| ")
 PYTEST_LOC_RE = re.compile(r"\.py:\d+: ")  # then parse_frame reads the whole line
@@ -1312,7 +1307,7 @@ class MatcherIndex:
                     subject,
                     captures,
                     whole,
-                    level=_level(scan.lines[first]),
+                    level=logtext.level_of(scan.lines[first]),
                 )
             )
             return
@@ -1358,7 +1353,7 @@ class MatcherIndex:
                 [],
                 False,
                 code,
-                _level(line),
+                logtext.level_of(line),
             )
         )
 
@@ -1740,7 +1735,7 @@ class MatcherIndex:
             method=best.method,
             line=hit.line,
             end_line=hit.end_line,
-            text=_clip(logtext.strip_prefix(text)),
+            text=clip(logtext.strip_prefix(text), TEXT_MAX_CHARS),
             captures=hit.captures,
             capture_names=names,
             evidence=best.evidence,
@@ -1986,20 +1981,6 @@ def _literal(index: MatcherIndex, cand: _Candidate) -> int:
     if cand.hit is not None and cand.hit.method == "pattern":
         return index._pattern(cand.hit.pattern).literal_chars
     return 0
-
-
-def _clip(text: str) -> str:
-    return text if len(text) <= TEXT_MAX_CHARS else text[: TEXT_MAX_CHARS - 1] + "…"
-
-
-def _level(line: str) -> str | None:
-    """The log level in a line's prefix ("2026-... WARNING [x] msg" -> "WARN"), if any."""
-    bare = logtext.strip_prefix(line)
-    m = LEVEL_RE.search(line, 0, len(line) - len(bare))
-    if not m:
-        return None
-    word = m.group(1).upper()
-    return {"WARNING": "WARN", "ERR": "ERROR", "SEVERE": "ERROR"}.get(word, word)
 
 
 def _service(scan: _Scan, g: int) -> str | None:

@@ -20,6 +20,7 @@ from typing import Any, Final
 
 from kb.records import ID_RE
 from kb.sql import Runner
+from kb.text import clip
 
 # The FTS5 columns, in the order of the index (kb/models.py FTS_COLUMNS, checked by a test).
 # bm25 weight per column: the message and code are what people paste, so they count most;
@@ -149,7 +150,7 @@ def summary_of(documentation: str | None) -> str:
     cut = re.search(r"(?<=[.!?])\s", text)
     if cut and cut.start() <= SUMMARY_CHARS:
         text = text[: cut.start()]
-    return text if len(text) <= SUMMARY_CHARS else text[: SUMMARY_CHARS - 1] + "…"
+    return clip(text, SUMMARY_CHARS)
 
 
 def _result(row: tuple[Any, ...], score: float) -> SearchResult:
