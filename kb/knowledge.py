@@ -123,11 +123,7 @@ class KnowledgeBase:
         min_score: float | None = None,
     ) -> MatchReport:
         """Every known error in a log (text, bytes or a stream), best first."""
-        from kb.matcher import DEFAULT_MIN_SCORE
-
-        return self.matcher().match(
-            text, top=top, min_score=DEFAULT_MIN_SCORE if min_score is None else min_score
-        )
+        return self.matcher().match(text, top=top, min_score=min_score)
 
     def _pattern_sources(self) -> Iterator[PatternSource]:
         from kb.matcher import PatternSource

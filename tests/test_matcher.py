@@ -308,9 +308,9 @@ def test_errors_at_block_edges_are_found_whether_blocks_are_scanned_in_a_thread_
     """Small blocks put errors (and a traceback) across block boundaries and into the carried
     lines; a big block's prefilter scan runs in a thread beside the work on the previous one."""
     import kb.logtext
-    import kb.matcher
+    import kb.matcher.prefilter
 
-    monkeypatch.setattr(kb.matcher, "THREADED_SCAN_BYTES", 1 if threaded else 1 << 40)
+    monkeypatch.setattr(kb.matcher.prefilter, "THREADED_SCAN_BYTES", 1 if threaded else 1 << 40)
     monkeypatch.setattr(kb.logtext, "BLOCK_BYTES", 65536)
     paste = (FIXTURES / "paste.log").read_text()
     log = (NOISE * 150 + paste) * 3 + NOISE * 5
@@ -331,30 +331,30 @@ def test_a_match_that_fails_mid_log_leaves_no_scan_running(
     import time
 
     import kb.logtext
-    import kb.matcher
+    from kb.matcher import prefilter
 
-    monkeypatch.setattr(kb.matcher, "THREADED_SCAN_BYTES", 1)
+    monkeypatch.setattr(prefilter, "THREADED_SCAN_BYTES", 1)
     monkeypatch.setattr(kb.logtext, "BLOCK_BYTES", 65536)
-    scan = kb.matcher._BlockScan.hits_by_line
+    scan = prefilter.Prefilter.hits_by_line
     lock = threading.Lock()
     running: list[int] = []
     overlaps: list[int] = []
 
-    def slow_scan(dbs: Any, data: bytes, scratches: Any = None) -> Any:
-        if scratches is None:
-            return scan(dbs, data)
+    def slow_scan(self: Any, data: bytes, in_thread: bool = False) -> Any:
+        if not in_thread:
+            return scan(self, data)
         with lock:
             running.append(1)
             if len(running) > 1:
                 overlaps.append(1)
         time.sleep(0.2)
         try:
-            return list(scan(dbs, data, scratches))
+            return list(scan(self, data, in_thread))
         finally:
             with lock:
                 running.pop()
 
-    monkeypatch.setattr(kb.matcher._BlockScan, "hits_by_line", staticmethod(slow_scan))
+    monkeypatch.setattr(prefilter.Prefilter, "hits_by_line", slow_scan)
     paste = (FIXTURES / "paste.log").read_text()
     log = ((NOISE * 150 + paste) * 4).encode()
 
@@ -462,13 +462,13 @@ def test_cache_is_written_atomically_and_is_self_sufficient(tmp_path: Path) -> N
 def test_written_cache_is_current_only_for_its_revision_and_format(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import kb.matcher
+    from kb.matcher import cache
 
     assert not cache_is_current(tmp_path, "r1")
     write_index(sources_from_records(fixture_records()[:5]), tmp_path, "r1")
     assert cache_is_current(tmp_path, "r1")
     assert not cache_is_current(tmp_path, "r2")
-    monkeypatch.setattr(kb.matcher, "FORMAT_VERSION", kb.matcher.FORMAT_VERSION + 1)
+    monkeypatch.setattr(cache, "FORMAT_VERSION", cache.FORMAT_VERSION + 1)
     assert not cache_is_current(tmp_path, "r1")
     assert load_index(tmp_path, "r1") is None  # a newer kb rebuilds an older kb's cache
 
@@ -476,9 +476,9 @@ def test_written_cache_is_current_only_for_its_revision_and_format(
 def test_a_build_reports_its_progress_record_by_record(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import kb.matcher
+    from kb.matcher import build
 
-    monkeypatch.setattr(kb.matcher, "BUILD_CHUNK", 7)
+    monkeypatch.setattr(build, "BUILD_CHUNK", 7)
     records = fixture_records()
     steps: list[int] = []
     write_index(sources_from_records(records), tmp_path, "r1", steps.append)
@@ -493,9 +493,9 @@ def test_sharded_prefilter_finds_what_one_database_finds(
     memory); every shard is scanned, so the answers are the same as with one."""
     import sqlite3
 
-    import kb.matcher
+    from kb.matcher import build
 
-    monkeypatch.setattr(kb.matcher, "SHARD_KEYS", 7)
+    monkeypatch.setattr(build, "SHARD_KEYS", 7)
     sharded = build_index(sources_from_records(fixture_records() + EXTRA), tmp_path, "rev")
     con = sqlite3.connect(tmp_path / CACHE_FILE)
     (shards,) = con.execute("SELECT COUNT(*) FROM shards").fetchone()
@@ -935,7 +935,9 @@ def test_pytest_summary_that_cuts_the_value_short_is_the_same_error(index: Match
 
 
 def test_reworded_message_scores_with_its_placeholders_free_to_hold_values() -> None:
-    from kb.matcher import _gap_similarity, _gap_template, _norm_template
+    from kb.matcher.cache import normalize_template as _norm_template
+    from kb.matcher.fuzzy import gap_similarity as _gap_similarity
+    from kb.matcher.fuzzy import gap_template as _gap_template
 
     template = _gap_template("No such transport: {transport}.  Did you mean {alt}?")
     reworded = _norm_template("Unknown transport: amqps2. Did you mean amqps?")
@@ -958,9 +960,9 @@ def test_reworded_message_scores_with_its_placeholders_free_to_hold_values() -> 
 
 
 def test_a_number_ending_a_sentence_keeps_its_period() -> None:
-    from kb.matcher import _norm_template
+    from kb.matcher.cache import normalize_template
 
-    assert _norm_template("n_clusters=5.") == _norm_template("n_clusters={k}.")
+    assert normalize_template("n_clusters=5.") == normalize_template("n_clusters={k}.")
 
 
 def _index_of(tmp_path: Path, records: list[dict[str, Any]]) -> MatcherIndex:
