@@ -57,6 +57,38 @@ PYTEST_LOC_RE: Final = re.compile(r"\.py:\d+: ")
 PYTEST_LOC_BYTES_RE: Final = re.compile(rb"\.py:\d+: ")
 
 
+class Window:
+    """The lines kept in memory: a block, with the tail of the one before it in front."""
+
+    def __init__(self) -> None:
+        self.first_row = 0  # the row of lines[0]
+        self.lines: list[str] = []
+        self.line_nos: list[int] = []  # each line's first line in the original log (1-based)
+        self.end_nos: list[int] = []  # ... and its last (a wrapped line spans several)
+
+    def advance(self, block: LineBlock) -> list[str]:
+        """Move on to the next block, keeping CARRY_LINES of this one in front of it for
+        context; returns the lines kept."""
+        carry = min(CARRY_LINES, len(self.lines))
+        new_nos: Sequence[int] = (
+            block.first
+            if block.first is not None
+            else range(block.base, block.base + len(block.lines))
+        )
+        new_ends = block.last if block.last is not None else new_nos
+        self.first_row += len(self.lines) - carry
+        kept = self.lines[len(self.lines) - carry :]
+        self.lines = kept + block.lines
+        self.line_nos = self.line_nos[len(self.line_nos) - carry :] + list(new_nos)
+        self.end_nos = self.end_nos[len(self.end_nos) - carry :] + list(new_ends)
+        return kept
+
+    def line_at(self, row: int) -> str | None:
+        """A row's text while it is in the window."""
+        index = row - self.first_row
+        return self.lines[index] if 0 <= index < len(self.lines) else None
+
+
 class LogScan:
     """The state of one match call over a stream of blocks, and the work on each."""
 
@@ -78,11 +110,7 @@ class LogScan:
         self.near_misses = near_misses
         self.top = top
         self.min_score = min_score
-        # the window
-        self.first_row = 0  # the row of lines[0]
-        self.lines: list[str] = []
-        self.line_nos: list[int] = []  # each line's first line in the original log (1-based)
-        self.end_nos: list[int] = []  # ... and its last (a wrapped line spans several)
+        self.window = Window()
         # what the rows read so far hold
         self.frames: dict[int, SeenFrame] = {}
         self.errors: dict[int, tuple[str, str]] = {}  # exception lines: (class, message)
@@ -99,11 +127,6 @@ class LogScan:
         self.candidates = 0
         self.verified = 0
         self.near_miss_queries = 0
-
-    def line_at(self, row: int) -> str | None:
-        """A row's text while it is in the window."""
-        index = row - self.first_row
-        return self.lines[index] if 0 <= index < len(self.lines) else None
 
     def run(self, blocks: Iterator[LineBlock]) -> None:
         # A block's prefilter scan runs while the next block is read and split, and the next
@@ -134,21 +157,9 @@ class LogScan:
 
     def _block(self, scanned: BlockScan, *, final: bool) -> None:
         """Work on one block, its own lines' prefilter hits found by `scanned`."""
-        block = scanned.block
-        # Keep the tail of the previous block in front of this one, for context.
-        carry = min(CARRY_LINES, len(self.lines))
-        new_nos: Sequence[int] = (
-            block.first
-            if block.first is not None
-            else range(block.base, block.base + len(block.lines))
-        )
-        new_ends = block.last if block.last is not None else new_nos
-        self.first_row += len(self.lines) - carry
-        kept = self.lines[len(self.lines) - carry :]
-        self.lines = kept + block.lines
-        self.line_nos = self.line_nos[len(self.line_nos) - carry :] + list(new_nos)
-        self.end_nos = self.end_nos[len(self.end_nos) - carry :] + list(new_ends)
-        self.lines_total += len(block.lines)
+        kept = self.window.advance(scanned.block)
+        carry = len(kept)
+        self.lines_total += len(scanned.block.lines)
         # The carried lines are scanned again: what waited for the lines after them (a message
         # running on into this block) is tried now. Keys never span a newline, so scanning
         # them apart from the block finds what scanning both together would.
@@ -164,19 +175,23 @@ class LogScan:
             *_pytest_locations(carry_data),
             *(carry + i for i in _pytest_locations(scanned.data)),
         ]:
-            row = self.first_row + line_index
-            if row not in self.frames:
-                frame = logtext.parse_frame(self.lines[line_index])
-                if frame is not None and frame.style == "pytest":
-                    self.frames[row] = SeenFrame(row, self.line_nos[line_index], frame)
-        upto = None if final else self.first_row + len(self.lines) - LOOKAHEAD_LINES
-        self._finalize(upto)
+            self._note_frame(line_index, "pytest")
+        window = self.window
+        self._finalize(None if final else window.first_row + len(window.lines) - LOOKAHEAD_LINES)
+
+    def _note_frame(self, line_index: int, style: str | None = None) -> None:
+        """The stack frame on a line of the window (in `style` only, if given), read once."""
+        row = self.window.first_row + line_index
+        if row not in self.frames:
+            frame = logtext.parse_frame(self.window.lines[line_index])
+            if frame is not None and (style is None or frame.style == style):
+                self.frames[row] = SeenFrame(row, self.window.line_nos[line_index], frame)
 
     def _read_keys(self, keys_by_line: dict[int, set[int]], final: bool) -> None:
         """Turn the keys found on each line of the window into frames, exception lines and
         verified hits."""
         reader = self.reader
-        lines = self.lines
+        lines = self.window.lines
         pending_patterns: list[tuple[int, int]] = []
         code_hits: list[tuple[int, int]] = []
         pattern_keys_end = reader.pattern_keys_end
@@ -184,7 +199,7 @@ class LogScan:
             k for ids in keys_by_line.values() for k in ids if k < pattern_keys_end
         )
         for line_index, key_ids in keys_by_line.items():
-            row = self.first_row + line_index
+            row = self.window.first_row + line_index
             for key_id in key_ids:
                 kind = PATTERN if key_id < pattern_keys_end else reader.kind(key_id)
                 if kind == PATTERN:
@@ -193,10 +208,7 @@ class LogScan:
                 elif kind == CODE:
                     code_hits.append((key_id, line_index))
                 elif kind == FRAME:
-                    if row not in self.frames:
-                        frame = logtext.parse_frame(lines[line_index])
-                        if frame is not None:
-                            self.frames[row] = SeenFrame(row, self.line_nos[line_index], frame)
+                    self._note_frame(line_index)
                 elif row not in self.errors:
                     exc = exception_of(strip_prefix(lines[line_index]))
                     if exc is not None:
@@ -212,10 +224,10 @@ class LogScan:
     def _verify(self, pattern: Pattern, line_index: int, final: bool) -> None:
         self.candidates += 1
         start = line_index - pattern.key_line
-        tried = (pattern.idx, self.first_row + max(start, 0))
+        tried = (pattern.idx, self.window.first_row + max(start, 0))
         if tried in self.tried_patterns:
             return
-        found = subjects(self.lines, line_index, pattern, final)
+        found = subjects(self.window.lines, line_index, pattern, final)
         if not found:
             return
         self.tried_patterns.add(tried)
@@ -225,42 +237,56 @@ class LogScan:
         self.verified += 1
         self.hits.append(
             Hit(
-                first=self.first_row + verified.first,
-                last=self.first_row + verified.last,
-                line=self.line_nos[verified.first],
-                end_line=self.end_nos[verified.last],
+                first=self.window.first_row + verified.first,
+                last=self.window.first_row + verified.last,
+                line=self.window.line_nos[verified.first],
+                end_line=self.window.end_nos[verified.last],
                 method="pattern",
                 pattern=pattern,
                 records=pattern.records,
                 subject=verified.text,
                 captures=verified.captures,
                 whole=verified.whole,
-                level=level_of(self.lines[verified.first]),
+                level=level_of(self.window.lines[verified.first]),
             )
         )
 
     def _verify_code(self, key_id: int, line_index: int) -> None:
         code = self.reader.key_text(key_id)
-        line = self.lines[line_index]
+        line = self.window.lines[line_index]
         if not has_code(line, code):
             return
-        row = self.first_row + line_index
+        row = self.window.first_row + line_index
         if (key_id, row) in self.tried_codes:
             return
         self.tried_codes.add((key_id, row))
+        records = self.reader.code_records(code)
         self.hits.append(
-            Hit(
-                first=row,
-                last=row,
-                line=self.line_nos[line_index],
-                end_line=self.end_nos[line_index],
-                method="code",
-                pattern=None,
-                records=self.reader.code_records(code),
-                subject=strip_prefix(line),
-                code=code,
-                level=level_of(line),
-            )
+            self._line_hit(line_index, "code", None, records, code=code, level=level_of(line))
+        )
+
+    def _line_hit(
+        self,
+        line_index: int,
+        method: str,
+        pattern: Pattern | None,
+        records: Sequence[int],
+        *,
+        code: str | None = None,
+        level: str | None = None,
+    ) -> Hit:
+        """A hit on one line of the window, its whole text (without prefix) the subject."""
+        return Hit(
+            first=self.window.first_row + line_index,
+            last=self.window.first_row + line_index,
+            line=self.window.line_nos[line_index],
+            end_line=self.window.end_nos[line_index],
+            method=method,
+            pattern=pattern,
+            records=records,
+            subject=strip_prefix(self.window.lines[line_index]),
+            code=code,
+            level=level,
         )
 
     # ---- hits settled: scored, ranked, emitted ------------------------------------------------
@@ -271,7 +297,7 @@ class LogScan:
         if upto is not None and not ready and not self.frames and not self.errors:
             self._prune(upto)
             return
-        tracebacks = group_tracebacks(self.frames, self.errors, self.line_at)
+        tracebacks = group_tracebacks(self.frames, self.errors, self.window.line_at)
         by_exception = {t.exception_row: t for t in tracebacks if t.exception_row is not None}
         below = {
             t.frames[0].row: t
@@ -340,7 +366,7 @@ class LogScan:
             self._prune(upto)
 
     def _is_quoted_source(self, hit: Hit) -> bool:
-        line = self.line_at(hit.first)
+        line = self.window.line_at(hit.first)
         return is_quoted_source(
             hit.subject if line is None else line, hit.first, hit.captures, self.frames
         )
@@ -352,10 +378,9 @@ class LogScan:
         innermost = tb.frames[0]
         frame = innermost.frame
         row = tb.exception_row if tb.exception_row is not None else innermost.row
-        line_index = row - self.first_row
-        line_no = (
-            self.line_nos[line_index] if 0 <= line_index < len(self.line_nos) else innermost.line
-        )
+        line_index = row - self.window.first_row
+        in_window = 0 <= line_index < len(self.window.line_nos)
+        line_no = self.window.line_nos[line_index] if in_window else innermost.line
         found = self.reader.file_records(frame)
         if found is None:
             return []
@@ -397,7 +422,7 @@ class LogScan:
         self.claimed.add(hit.first)
         text = hit.subject
         if best.method == "frame" and hit.line == hit.end_line and hit.subject == "":
-            text = self.line_at(hit.first) or ""
+            text = self.window.line_at(hit.first) or ""
         self.matches.add(to_match(ranked, self.top, text))
         return True
 
@@ -410,8 +435,8 @@ class LogScan:
         if upto is None and self.lines_total <= SHORT_PASTE_LINES:
             # A short paste is about its errors: any line may be a message, even without a class.
             errors = dict(errors)
-            for line_index, line in enumerate(self.lines):
-                row = self.first_row + line_index
+            for line_index, line in enumerate(self.window.lines):
+                row = self.window.first_row + line_index
                 bare = strip_prefix(line)
                 if row in errors or len(bare) < NEAR_MISS_MIN_CHARS or bare[:1].isspace():
                     continue
@@ -423,8 +448,10 @@ class LogScan:
             if row in self.claimed or row in self.near_miss_rows:
                 continue
             self.near_miss_rows.add(row)
-            line_index = row - self.first_row
-            if not 0 <= line_index < len(self.lines) or self.line_nos[line_index] in done:
+            line_index = row - self.window.first_row
+            if not 0 <= line_index < len(self.window.lines):
+                continue
+            if self.window.line_nos[line_index] in done:
                 continue
             printed_class, message = errors[row]
             if printed_class.endswith("KeyError"):
@@ -448,16 +475,7 @@ class LogScan:
             candidates: list[Candidate] = []
             for near in found:
                 pattern = self.reader.pattern(near.pattern)
-                hit = Hit(
-                    first=row,
-                    last=row,
-                    line=self.line_nos[line_index],
-                    end_line=self.end_nos[line_index],
-                    method="fuzzy",
-                    pattern=pattern,
-                    records=pattern.records,
-                    subject=strip_prefix(self.lines[line_index]),
-                )
+                hit = self._line_hit(line_index, "fuzzy", pattern, pattern.records)
                 for rec_idx in pattern.records:
                     cand = self.scorer.score_near_miss(
                         self.reader.record(rec_idx),
