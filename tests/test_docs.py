@@ -15,7 +15,6 @@ README = (Path(__file__).parent.parent / "README.md").read_text()
 
 def all_commands() -> list[tuple[str, click.Command]]:
     out: list[tuple[str, click.Command]] = []
-    assert isinstance(cli, click.Group)
     for name, command in cli.commands.items():
         if isinstance(command, click.Group):
             out.extend((f"{name} {sub}", c) for sub, c in command.commands.items())
