@@ -32,6 +32,7 @@ from kb.matcher.cache import (
     MARKERS,
     PATTERN,
     SCHEMA,
+    TEMPLATE_MIN_CHARS,
     normalize_template,
 )
 from kb.patterns import (
@@ -58,8 +59,6 @@ BUILD_CHUNK = 2_000
 # (64k: 301 MB), and each further shard costs one more pass over a log (about 25 ms on a 22 MB
 # log, run in a thread beside the Python work), so shards are as few and as even as this allows.
 SHARD_KEYS = 56_000
-# Templates shorter than this are not kept for near misses: too little to compare.
-FUZZY_MIN_CHARS: Final = 16
 # Words shaped like codes that name log levels, outcomes or protocols, never error codes.
 NOT_CODES: Final = frozenset(logtext.LEVELS) | {
     "OK", "FAIL", "FAILED", "FAILURE", "SUCCESS", "PASS", "PASSED", "TRUE", "FALSE", "NONE",
@@ -259,7 +258,7 @@ class _RowWriter:
                         kp_rows.append((key, p_idx))
                     if prep.literal_chars >= GENERIC_LITERAL_CHARS:
                         template = fuzzy_template(src.error_message)
-                        if len(template) >= FUZZY_MIN_CHARS:
+                        if len(template) >= TEMPLATE_MIN_CHARS:
                             fz_rows.append((template, p_idx))
                 prec_rows.append((p_idx, rec_idx))
             code = src.error_code

@@ -73,6 +73,9 @@ MARKERS: Final[tuple[tuple[str, str], ...]] = (
     ("Failure", ERROR),
     ("│ ", FRAME),
 )
+# Near-miss templates (and the log lines compared with them) shorter than this say too little:
+# the build stores none, a match looks none up.
+TEMPLATE_MIN_CHARS: Final = 16
 # Path tails tried against the records' filePaths (a deep path has many).
 MAX_PATH_PARTS: Final = 40
 # Values in a message: quoted, bracketed, numbers (a number's sentence-ending period stays).

@@ -40,7 +40,7 @@ class ScoringConfig:
     # A pattern with no literal text to speak of matches noise as readily as errors...
     generic_pattern_base: float = 0.3
     # ... a specific one from this, up by specific_bonus as its literal text grows to
-    # specific_literal_chars (a 40-character sentence is as specific as messages get).
+    # specific_literal_chars: the more of a line the words fix, the less is left to chance.
     pattern_base: float = 0.45
     specific_bonus: float = 0.35
     specific_literal_chars: int = 40
@@ -105,7 +105,7 @@ class ScoringConfig:
     # The base is this times the similarity: a near miss alone never looks certain.
     fuzzy_scale: float = 0.62
     fuzzy_class: float = 0.2  # the exception class agrees
-    fuzzy_max: float = 0.9
+    fuzzy_max: float = 0.9  # a reworded message is never as sure as one that matched
     # Similarity (0-100) a near miss needs: below ~86 only the class on the line lifts it
     # over min_score, so a line without a class needs that much on its own.
     fuzzy_cutoff: float = 78.0

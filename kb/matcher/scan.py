@@ -16,7 +16,15 @@ from typing import TYPE_CHECKING, Final
 
 from kb import logtext
 from kb.logtext import LineBlock, exception_of, level_of, strip_prefix, unrepr_message
-from kb.matcher.cache import CODE, FRAME, PATTERN, CacheReader, Pattern, normalize_template
+from kb.matcher.cache import (
+    CODE,
+    FRAME,
+    PATTERN,
+    TEMPLATE_MIN_CHARS,
+    CacheReader,
+    Pattern,
+    normalize_template,
+)
 from kb.matcher.evidence import Candidate, Scorer, is_builtin_message
 from kb.matcher.prefilter import BlockScan, Prefilter, lines_at
 from kb.matcher.rank import Matches, rank, to_match
@@ -49,8 +57,6 @@ FRAME_ONLY_NEAR: Final = 80
 MAX_NEAR_MISS_QUERIES: Final = 40
 # Pastes this short get every line tried as a near miss, not only error-looking ones.
 SHORT_PASTE_LINES: Final = 40
-# Near-miss templates (and the log lines compared with them) shorter than this say too little.
-NEAR_MISS_MIN_CHARS: Final = 16
 # pytest prints the raise site as "path.py:466: InvalidVersion": one regex pass over a block's
 # bytes finds them, since ".py:" alone is on every line of some logs ("[loggers.py:123]").
 PYTEST_LOC_RE: Final = re.compile(r"\.py:\d+: ")
@@ -119,7 +125,7 @@ class LogScan:
         self.tried_codes: set[tuple[int, int]] = set()  # (code's key id, row)
         self.claimed: set[int] = set()  # rows a match explains
         self.tracebacks_tried: set[int] = set()  # rows of tracebacks tried by raise site
-        self.near_miss_rows: set[int] = set()
+        self.near_miss_rows: set[int] = set()  # rows tried as near misses
         self.near_miss_found: dict[str, list[NearMiss]] = {}
         self.matches = Matches()
         # figures for the report
@@ -299,14 +305,26 @@ class LogScan:
             return
         tracebacks = group_tracebacks(self.frames, self.errors, self.window.line_at)
         by_exception = {t.exception_row: t for t in tracebacks if t.exception_row is not None}
+        ready_ids = {id(h) for h in ready}
+        self.hits = [h for h in self.hits if id(h) not in ready_ids]
+        errors_seen = [h for h in ready if not self._is_quoted_source(h)]
+        used = self._emit_hits(errors_seen, tracebacks, by_exception)
+        unused = [tb for tb in tracebacks if id(tb) not in used and tb.frames]
+        self._emit_raise_sites(unused, upto)
+        self._near_miss_pass(upto, by_exception)
+        if upto is not None:
+            self._prune(upto)
+
+    def _emit_hits(
+        self, ready: list[Hit], tracebacks: list[Traceback], by_exception: dict[int, Traceback]
+    ) -> set[int]:
+        """Hits on overlapping rows, each cluster with its traceback, scored and emitted as
+        one match; returns the ids of the tracebacks used."""
         below = {
             t.frames[0].row: t
             for t in tracebacks
             if t.style in logtext.INNERMOST_FIRST and t.frames
         }
-        ready_ids = {id(h) for h in ready}
-        self.hits = [h for h in self.hits if id(h) not in ready_ids]
-        ready = [h for h in ready if not self._is_quoted_source(h)]
         clusters: list[list[Hit]] = []
         for hit in sorted(ready, key=lambda h: (h.first, h.last)):
             if clusters and hit.first <= max(h.last for h in clusters[-1]):
@@ -343,10 +361,12 @@ class LogScan:
                     self._raise_site_candidates(tb, self.errors.get(tb.exception_row))
                 )
             self._emit(candidates)
-        # Tracebacks whose message matched no pattern: the raise site may still name the record.
+        return used
+
+    def _emit_raise_sites(self, tracebacks: list[Traceback], upto: int | None) -> None:
+        """Tracebacks whose message matched no pattern: the raise site may still name the
+        record."""
         for tb in tracebacks:
-            if id(tb) in used or not tb.frames:
-                continue
             inner = tb.frames[0].row
             row = tb.exception_row if tb.exception_row is not None else inner
             if upto is not None and row >= upto - LOOKAHEAD_LINES:
@@ -361,9 +381,6 @@ class LogScan:
             exception = self.errors.get(tb.exception_row) if tb.exception_row is not None else None
             if self._emit(self._raise_site_candidates(tb, exception)):
                 self.claimed.add(row)
-        self._near_miss_pass(upto, by_exception)
-        if upto is not None:
-            self._prune(upto)
 
     def _is_quoted_source(self, hit: Hit) -> bool:
         line = self.window.line_at(hit.first)
@@ -438,7 +455,7 @@ class LogScan:
             for line_index, line in enumerate(self.window.lines):
                 row = self.window.first_row + line_index
                 bare = strip_prefix(line)
-                if row in errors or len(bare) < NEAR_MISS_MIN_CHARS or bare[:1].isspace():
+                if row in errors or len(bare) < TEMPLATE_MIN_CHARS or bare[:1].isspace():
                     continue
                 if not SOURCE_LINE_RE.match(bare):
                     errors[row] = ("", bare)
@@ -457,7 +474,7 @@ class LogScan:
             if printed_class.endswith("KeyError"):
                 message = unrepr_message(message) or message
             query = normalize_template(message)
-            if len(query) < NEAR_MISS_MIN_CHARS:
+            if len(query) < TEMPLATE_MIN_CHARS:
                 continue
             if query in self.near_miss_found:
                 found = self.near_miss_found[query]
