@@ -16,8 +16,8 @@ from kb.matcher.evidence import (
     Scorer,
     class_on_line,
     code_base,
-    frame_weight,
-    in_package,
+    distance_weight,
+    innermost_evidence,
     is_builtin_message,
     is_foreign,
     is_thin,
@@ -27,7 +27,7 @@ from kb.matcher.evidence import (
     noisy_or,
     package_on_line,
     pattern_base,
-    traceback_evidence,
+    stack_evidence,
 )
 from kb.matcher.tracebacks import SeenFrame, Traceback
 from kb.matcher.verify import Hit
@@ -83,31 +83,45 @@ def test_the_package_of_a_dotted_class_agrees_only_with_the_records_and_conflict
 
 
 @pytest.mark.parametrize(
-    ("frame_path", "frame_line", "weight"),
+    ("delta", "weight"),
+    [(0, CFG.frame_exact), (2, CFG.frame_near), (29, CFG.frame_file), (900, CFG.frame_far)],
+)
+def test_a_frame_in_the_records_file_weighs_by_its_distance_from_the_raise_site(
+    delta: int, weight: float
+) -> None:
+    assert distance_weight(delta, CFG) == weight
+
+
+@pytest.mark.parametrize(
+    ("frame_path", "label"),
     [
-        (f"{SITE}/pandas/core/frame.py", 7891, CFG.frame_exact),
-        (f"{SITE}/pandas/core/frame.py", 7893, CFG.frame_near),
-        (f"{SITE}/pandas/core/frame.py", 7920, CFG.frame_file),
-        (f"{SITE}/pandas/core/frame.py", 9000, CFG.frame_far),
-        ("pandas/core/frame.py", 7891, CFG.frame_exact),
-        (f"{SITE}/pandas/core/series.py", 7891, 0.0),
-        (f"{SITE}/xpandas/core/frame.py", 7891, 0.0),  # a longer name is another file
+        (f"{SITE}/pandas/core/frame.py", "frame:pandas/core/frame.py:7893"),
+        ("pandas/core/frame.py", "frame:pandas/core/frame.py:7893"),
+        (f"{SITE}/pandas/core/series.py", "package:pandas"),  # the package, not the file
+        (f"{SITE}/xpandas/core/frame.py", None),  # a longer name is another file and package
+        (f"{SITE}/pandas_gbq/gbq.py", None),
     ],
 )
-def test_a_frame_weighs_by_its_distance_from_the_records_raise_site(
-    frame_path: str, frame_line: int, weight: float
+def test_a_stack_points_at_the_records_file_else_its_package(
+    frame_path: str, label: str | None
 ) -> None:
-    assert frame_weight(frame_path, frame_line, "pandas/core/frame.py", 7891, CFG) == weight
+    found = stack_evidence("pandas/core/frame.py", 7891, [(frame_path, 7893)], CFG)
+    assert (found.label if found else None) == label
 
 
-def test_a_record_without_a_file_gets_no_weight_from_any_frame() -> None:
-    assert frame_weight(f"{SITE}/pandas/core/frame.py", 1, "", 1, CFG) == 0.0
+def test_the_best_frame_in_the_records_file_names_the_evidence() -> None:
+    stack = [
+        (f"{SITE}/vllm/engine.py", 10),
+        (f"{SITE}/vllm/config.py", 210),
+        ("vllm/config.py", 170),
+    ]
+    found = stack_evidence("vllm/config.py", 169, stack, CFG)
+    assert found == (Raiser.RECORD_FILE, CFG.frame_near, "frame:vllm/config.py:170")
+    assert found.supports
 
 
-def test_a_path_is_in_a_package_only_through_its_folder() -> None:
-    assert in_package(f"{SITE}/pandas/io/parsers.py", "pandas")
-    assert not in_package(f"{SITE}/pandas_gbq/gbq.py", "pandas")
-    assert not in_package(f"{SITE}/pandas/io/parsers.py", "")
+def test_a_record_without_a_file_is_never_pointed_at() -> None:
+    assert stack_evidence("", 1, [(f"{SITE}/pandas/core/frame.py", 1)], CFG) is None
 
 
 @pytest.mark.parametrize(
@@ -142,38 +156,20 @@ def test_another_installed_librarys_frame_is_foreign(
     assert is_foreign(path, package) is foreign
 
 
+def test_the_innermost_frame_alone_says_user_code_another_library_or_nothing() -> None:
+    assert innermost_evidence("/home/me/app.py", "vllm", False).raiser is Raiser.USER_CODE
+    foreign = innermost_evidence(f"{SITE}/numpy/core/fromnumeric.py", "vllm", False)
+    assert (foreign.raiser, foreign.weight, foreign.supports) == (
+        Raiser.FOREIGN_LIBRARY,
+        0.0,
+        False,
+    )
+    known = innermost_evidence("/home/me/app.py", "vllm", True)  # a record has that file
+    assert known.raiser is Raiser.NOT_SHOWN
+
+
 def frame(path: str, line: int) -> Frame:
     return Frame(path, line, "f", "python")
-
-
-def test_a_traceback_points_at_the_best_frame_in_the_records_file() -> None:
-    frames = [frame(f"{SITE}/vllm/engine.py", 10), frame(f"{SITE}/vllm/config.py", 170)]
-    found = traceback_evidence("vllm/config.py", 169, frames, False, CFG)
-    assert (found.raiser, found.weight, found.label) == (
-        Raiser.RECORD_FILE,
-        CFG.frame_near,
-        "frame:vllm/config.py:170",
-    )
-    assert found.supports
-
-
-def test_a_traceback_through_the_records_package_but_not_its_file_is_weaker() -> None:
-    frames = [frame(f"{SITE}/vllm/engine.py", 10)]
-    found = traceback_evidence("vllm/config.py", 169, frames, False, CFG)
-    assert (found.raiser, found.weight, found.label) == (
-        Raiser.RECORD_PACKAGE,
-        CFG.package,
-        "package:vllm",
-    )
-
-
-def test_a_traceback_ending_in_user_code_or_another_library_says_so() -> None:
-    user = [frame("/home/me/app.py", 3)]
-    assert traceback_evidence("vllm/config.py", 169, user, False, CFG).raiser is Raiser.USER_CODE
-    other = [frame(f"{SITE}/numpy/core/fromnumeric.py", 57)]
-    found = traceback_evidence("vllm/config.py", 169, other, False, CFG)
-    assert (found.raiser, found.weight, found.supports) == (Raiser.FOREIGN_LIBRARY, 0.0, False)
-    assert traceback_evidence("vllm/config.py", 169, [], False, CFG).raiser is Raiser.NOT_SHOWN
 
 
 # ---- the words alone ---------------------------------------------------------------------------
@@ -301,7 +297,7 @@ def hit(subject: str, *, generic: bool = False, level: str | None = None) -> Hit
 
 
 def traceback(path: str, line: int) -> Traceback:
-    return Traceback((SeenFrame(3, 4, frame(path, line)),), 4, "python")
+    return Traceback.of([SeenFrame(3, 4, frame(path, line))], 4, "python")
 
 
 def test_evidence_raises_the_score_and_is_named() -> None:

@@ -156,8 +156,12 @@ class Record:
 
     @property
     def package(self) -> str:
-        """The top-level folder of the record's filePath: its package ("" when none)."""
-        return self.file_path.split("/", 1)[0] if "/" in self.file_path else ""
+        return package_of_file(self.file_path)
+
+
+def package_of_file(file_path: str) -> str:
+    """The top-level folder of a record's filePath: its package ("" when none)."""
+    return file_path.split("/", 1)[0] if "/" in file_path else ""
 
 
 _PATTERN_COLUMNS: Final = (

@@ -17,10 +17,10 @@ from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from types import MappingProxyType
-from typing import Final, Protocol
+from typing import Final, NamedTuple, Protocol
 
 from kb.logtext import Frame, exception_of, strip_prefix
-from kb.matcher.cache import Record
+from kb.matcher.cache import Record, package_of_file
 from kb.matcher.tracebacks import Traceback
 from kb.matcher.verify import Hit
 
@@ -142,8 +142,9 @@ class Raiser(Enum):
     FOREIGN_LIBRARY = "foreign-library"  # the innermost frame is in another library
 
 
-@dataclass(frozen=True, slots=True)
-class TracebackEvidence:
+class TracebackEvidence(NamedTuple):
+    """What a traceback says about one record (a tuple: one is made per record of a hit)."""
+
     raiser: Raiser
     weight: float = 0.0  # for the noisy-OR; 0.0 unless the traceback points at the record
     label: str | None = None  # "frame:PATH:LINE" or "package:NAME" when it does
@@ -279,15 +280,9 @@ def package_on_line(module: str | None, package: str, known_packages: Container[
     return Says.DISAGREES if module in known_packages else Says.NOTHING
 
 
-def frame_weight(
-    frame_path: str, frame_line: int, file_path: str, line_number: int, config: ScoringConfig
-) -> float:
-    """How strongly one stack frame (its path with `/` separators) says the record at
-    file_path:line_number raised the error: by its distance from that line, 0.0 for a frame
-    in another file."""
-    if not file_path or not (frame_path == file_path or frame_path.endswith("/" + file_path)):
-        return 0.0
-    delta = abs(frame_line - line_number)
+def distance_weight(delta: int, config: ScoringConfig) -> float:
+    """How strongly a frame in the record's file says the record raised the error, by its
+    distance in lines from the record's lineNumber (0: the raise site itself)."""
     if delta == 0:
         return config.frame_exact
     if delta <= config.frame_near_lines:
@@ -295,9 +290,31 @@ def frame_weight(
     return config.frame_file if delta <= config.frame_file_lines else config.frame_far
 
 
-def in_package(path: str, package: str) -> bool:
-    """Whether a path (with `/` separators) goes through the package's folder."""
-    return bool(package) and ("/" + package + "/") in ("/" + path)
+def stack_evidence(
+    file_path: str, line_number: int, stack: Sequence[tuple[str, int]], config: ScoringConfig
+) -> TracebackEvidence | None:
+    """The best frame in the record's file (by distance_weight), else a frame in the record's
+    package (its filePath's top folder); None when no frame is either. `stack` holds each
+    frame's (path with `/` separators, line), innermost first; a path is in the file when it
+    is the filePath or ends with "/" + filePath."""
+    package = package_of_file(file_path)
+    tail = "/" + file_path
+    folder = "/" + package + "/"
+    best = 0.0
+    best_line = 0
+    package_seen = False
+    for path, line in stack:  # inline tests: this runs for every frame of every record
+        if file_path and (path == file_path or path.endswith(tail)):
+            weight = distance_weight(abs(line - line_number), config)
+            if weight > best:
+                best, best_line = weight, line
+        elif package and folder in "/" + path:
+            package_seen = True
+    if best > 0.0:
+        return TracebackEvidence(Raiser.RECORD_FILE, best, f"frame:{file_path}:{best_line}")
+    if package_seen:
+        return TracebackEvidence(Raiser.RECORD_PACKAGE, config.package, f"package:{package}")
+    return None
 
 
 def is_user_code(path: str, known_file: bool) -> bool:
@@ -321,39 +338,12 @@ def is_foreign(path: str, package: str) -> bool:
     return bool(package) and bool(inner) and inner != package
 
 
-def traceback_evidence(
-    file_path: str,
-    line_number: int,
-    frames: Sequence[Frame],
-    innermost_known: bool,
-    config: ScoringConfig,
-) -> TracebackEvidence:
-    """What a traceback (`frames`, innermost first) says about the record raised at
-    file_path:line_number: the best frame in its file, else its package in a path, else whether
-    the innermost frame is the user's code or another library's (`innermost_known`: some
-    record has the innermost frame's file)."""
-    if not frames:
-        return NOT_SHOWN
-    package = file_path.split("/", 1)[0] if "/" in file_path else ""
-    weight = 0.0
-    label: str | None = None
-    package_seen = False
-    for frame in frames:
-        path = frame.norm_path
-        w = frame_weight(path, frame.line, file_path, line_number, config)
-        if w > 0.0:
-            if w > weight:
-                weight, label = w, f"frame:{file_path}:{frame.line}"
-        elif in_package(path, package):
-            package_seen = True
-    if label is not None:
-        return TracebackEvidence(Raiser.RECORD_FILE, weight, label)
-    if package_seen:
-        return TracebackEvidence(Raiser.RECORD_PACKAGE, config.package, f"package:{package}")
-    innermost = frames[0]
-    if is_user_code(innermost.path, innermost_known):
+def innermost_evidence(path: str, package: str, known_file: bool) -> TracebackEvidence:
+    """What the innermost frame alone says, when no frame is in the record's file or package:
+    the user's own raise, another library's, or nothing."""
+    if is_user_code(path, known_file):
         return TracebackEvidence(Raiser.USER_CODE)
-    if is_foreign(innermost.path, package):
+    if is_foreign(path, package):
         return TracebackEvidence(Raiser.FOREIGN_LIBRARY)
     return NOT_SHOWN
 
@@ -407,6 +397,9 @@ class Lookups(Protocol):
 
 
 class Scorer:
+    """The rules weighed for one record at one place in the log, by the numbers of `config`;
+    `lookups` answers what the rules need of the knowledge base."""
+
     def __init__(self, lookups: Lookups, config: ScoringConfig = DEFAULT_SCORING) -> None:
         self.lookups = lookups
         self.config = config
@@ -414,14 +407,12 @@ class Scorer:
     def traceback_evidence(self, record: Record, tb: Traceback | None) -> TracebackEvidence:
         if tb is None or not tb.frames:
             return NOT_SHOWN
-        innermost = tb.frames[0].frame
-        return traceback_evidence(
-            record.file_path,
-            record.line_number,
-            [seen.frame for seen in tb.frames],
-            self.lookups.file_records(innermost) is not None,
-            self.config,
-        )
+        found = stack_evidence(record.file_path, record.line_number, tb.stack, self.config)
+        if found is not None:
+            return found
+        innermost = tb.frames[0].frame  # asked about only now: most records stop above
+        known = self.lookups.file_records(innermost) is not None
+        return innermost_evidence(innermost.path, record.package, known)
 
     def score_hit(
         self, hit: Hit, record: Record, tb: Traceback | None, exception: tuple[str, str] | None

@@ -59,6 +59,15 @@ class Traceback:
     frames: tuple[SeenFrame, ...]  # innermost first
     exception_row: int | None
     style: str
+    # (path with `/` separators, line) of each frame, innermost first: made once, then held
+    # against the filePath:lineNumber of every record a hit may be (hundreds, for some).
+    stack: tuple[tuple[str, int], ...]
+
+    @classmethod
+    def of(cls, frames: Sequence[SeenFrame], exception_row: int | None, style: str) -> Traceback:
+        """A traceback of `frames`, innermost first."""
+        stack = tuple((seen.frame.norm_path, seen.frame.line) for seen in frames)
+        return cls(tuple(frames), exception_row, style, stack)
 
 
 def service_of(line: str | None) -> str | None:
@@ -84,10 +93,10 @@ def group_tracebacks(
         if style in INNERMOST_FIRST:
             first = run[0].row
             above = range(first - 1, first - 1 - EXCEPTION_ABOVE, -1)
-            out.append(Traceback(tuple(run), next((r for r in above if r in errors), None), style))
+            out.append(Traceback.of(run, next((r for r in above if r in errors), None), style))
         else:
             below = _exception_below(run[-1].row, style, frames, errors, line_at)
-            out.append(Traceback(tuple(reversed(run)), below, style))
+            out.append(Traceback.of(run[::-1], below, style))
 
     previous = -(10**9)
     for row in sorted(frames):
