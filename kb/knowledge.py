@@ -16,14 +16,29 @@ from sqlalchemy.exc import OperationalError
 from kb import db
 from kb.config import resolve_database_url
 from kb.errors import Ambiguous, DatabaseError, NotFound
-from kb.ingest import DEFAULT_BATCH_SIZE, ImportReport, ProgressFn, get_meta, import_sources
-from kb.models import IMPORT_RUNS, RECORDS
+from kb.ingest import (
+    DEFAULT_BATCH_SIZE,
+    ImportReport,
+    ProgressFn,
+    RepositoryProgressFn,
+    get_meta,
+    import_sources,
+)
+from kb.models import DATASET_SOURCES, IMPORT_RUNS, RECORDS, REPOSITORIES
 from kb.quick import cache_dir_for
-from kb.records import COLUMNS, Record
+from kb.records import COLUMNS, REPOSITORY_FIELDS, Record
 
 if TYPE_CHECKING:
     from kb.matcher import MatcherIndex, MatchReport, PatternSource
     from kb.search import Filters, SearchResponse
+
+
+def repository_from_row(row: Any) -> dict[str, Any]:
+    """A `repositories` row in the dataset's own keys (repos.json), unknown fields after."""
+    mapping = row._mapping
+    out = {spec.key: mapping[spec.column] for spec in REPOSITORY_FIELDS}
+    out.update(mapping["extra"] or {})
+    return out
 
 
 def record_from_row(row: Any) -> Record:
@@ -62,14 +77,23 @@ class KnowledgeBase:
         *,
         batch_size: int = DEFAULT_BATCH_SIZE,
         progress: ProgressFn | None = None,
+        on_repository: RepositoryProgressFn | None = None,
+        force: bool = False,
     ) -> ImportReport:
-        """Import files, folders, `-` (stdin) or URLs in one transaction."""
+        """Import files, folders, `-` (stdin) or URLs in one transaction.
+
+        A published dataset (its `manifest.json`, the folder or site holding it) imports its
+        repositories' full records and its compact index; `on_repository(done, total, repo)`
+        follows the repositories. A dataset version imported already is skipped unless `force`.
+        """
         return import_sources(
             self.engine,
             sources,
             batch_size=batch_size,
             progress=progress,
+            on_repository=on_repository,
             check_pattern=_pattern_warning,
+            force=force,
         )
 
     # ------------------------------------------------------------------ reading
@@ -170,6 +194,12 @@ class KnowledgeBase:
                     out[record.id] = record.to_dataset()
         return out
 
+    def repository(self, repo: str) -> dict[str, Any] | None:
+        """What the dataset's repos.json says of a repository, or None."""
+        with self._connect() as conn:
+            row = conn.execute(select(REPOSITORIES).where(REPOSITORIES.c.repo == repo)).first()
+        return None if row is None else repository_from_row(row)
+
     def lookup(self, key: str) -> dict[str, Any]:
         """A record by id, slug, `repo/slug` or error code; Ambiguous when several fit."""
         key = key.strip()
@@ -264,6 +294,20 @@ class KnowledgeBase:
                 for row in conn.execute(select(runs).order_by(runs.c.id.desc()).limit(5))
             ]
             import_count = conn.execute(select(func.count()).select_from(runs)).scalar_one()
+            sources = DATASET_SOURCES
+            datasets = [
+                {
+                    "source": row.location,
+                    "dataset_version": row.dataset_version,
+                    "fetched_at": row.fetched_at.isoformat() if row.fetched_at else None,
+                    "checked_at": row.checked_at.isoformat() if row.checked_at else None,
+                }
+                for row in conn.execute(select(sources).order_by(sources.c.fetched_at.desc()))
+            ]
+            repositories = [
+                repository_from_row(row)
+                for row in conn.execute(select(REPOSITORIES).order_by(REPOSITORIES.c.repo))
+            ]
             return {
                 "records": int(total),
                 "stubs": int(stubs),
@@ -273,6 +317,8 @@ class KnowledgeBase:
                 "by_repo": grouped(RECORDS.c.repo),
                 "by_type": grouped(RECORDS.c.error_type),
                 "by_severity": grouped(RECORDS.c.severity),
+                "datasets": datasets,
+                "repositories": repositories,
                 "imports": int(import_count),
                 "last_imports": imports,
                 "revision": get_meta(conn, "revision") or "empty",

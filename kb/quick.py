@@ -21,7 +21,7 @@ if TYPE_CHECKING:  # types only: the cold path must not import these modules' de
     from kb.search import Filters, SearchResponse
 
 # The newest Alembic revision; tests/test_db.py proves it equals the scripts' head.
-HEAD_REVISION: Final = "0003"
+HEAD_REVISION: Final = "0004"
 _JSON_COLUMNS: Final = frozenset({"solutions", "prevention_tips", "tags"})
 
 

@@ -53,6 +53,10 @@ def test_import_single_wrapped_record_from_the_seed_file(invoke: Any, db_path: P
         "unchanged": 0,
         "rejected": 0,
         "errors": [],
+        "failed": [],
+        "repositories": 0,
+        "skipped": [],
+        "up_to_date": [],
     }
     with KnowledgeBase(str(db_path)) as kb:
         assert kb.get("46a1fcb95e0d367e") == seed_record()
@@ -215,10 +219,12 @@ def test_manifest_imports_listed_files_verifying_sha256(
     result = invoke("import", str(manifest), "--json")
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["inserted"] == 20
-    # A folder holding a manifest imports through it (and not the files twice).
-    assert (
-        json.loads(invoke("import", str(tmp_path / "mirror"), "--json").stdout)["unchanged"] == 20
-    )
+    # A folder holding a manifest imports through it (and not the files twice); the same
+    # dataset version again is seen to be imported already, unless --force.
+    again = json.loads(invoke("import", str(tmp_path / "mirror"), "--json").stdout)
+    assert (again["unchanged"], len(again["up_to_date"])) == (0, 1)
+    forced = invoke("import", str(tmp_path / "mirror"), "--json", "--force")
+    assert json.loads(forced.stdout)["unchanged"] == 20
 
 
 def test_manifest_sha256_mismatch_is_refused_by_name_and_nothing_is_stored(
@@ -558,7 +564,7 @@ def schema_of_file(db_path: Path) -> list[tuple[str, str, str]]:
     ],
 )
 def test_stored_json_is_exactly_what_json_dumps_writes(value: Any) -> None:
-    from kb.ingest import _to_json
+    from kb.ingest.importer import _to_json
 
     assert _to_json(value) == json.dumps(value)
 
