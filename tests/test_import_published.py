@@ -375,3 +375,15 @@ def test_upstreams_schema_fixture_shape_is_stored_and_exported_with_its_defaults
     # The documented default: an absent backgroundTag is null. The comment is kept.
     assert exported == {**SCHEMA_FIXTURE_SHAPE, "backgroundTag": None}
     assert invoke("match", "-", input="Request failed with status code 416\n").exit_code == 0
+
+
+def test_the_library_reports_progress_repository_by_repository(db_path: Path, site: Site) -> None:
+    calls: list[tuple[int, int, str]] = []
+    with KnowledgeBase(str(db_path)) as kb:
+        report = kb.import_sources(
+            [str(site.root)],
+            on_repository=lambda done, total, repo: calls.append((done, total, repo)),
+        )
+    assert report.inserted == len(site.records)
+    total = len(site.repos)
+    assert calls == [(n, total, repo) for n, repo in enumerate(site.repos, start=1)]
