@@ -564,7 +564,7 @@ def schema_of_file(db_path: Path) -> list[tuple[str, str, str]]:
     ],
 )
 def test_stored_json_is_exactly_what_json_dumps_writes(value: Any) -> None:
-    from kb.ingest.importer import _to_json
+    from kb.ingest.writers import _to_json
 
     assert _to_json(value) == json.dumps(value)
 
@@ -582,3 +582,43 @@ def test_a_first_load_with_a_repeated_id_counts_the_repeat_as_an_update(
     assert len(exported) == 40
     by_id = {r["id"]: r for r in exported}
     assert by_id[records[0]["id"]]["documentation"] == "Changed later in the same file."
+
+
+def test_the_portable_writer_stores_what_the_sqlite_writer_stores(
+    tmp_path: Path, records: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The writer other databases use (PostgreSQL), run here on SQLite: the same records and
+    tag rows after a first import and after an import that updates some of them."""
+    from sqlalchemy import select
+
+    from kb.ingest import writers
+    from kb.models import RECORD_TAGS, RECORDS
+
+    first = write_jsonl(tmp_path / "first.jsonl", records[:30])
+    changed = [mutate(r, tags=[*r["tags"], "changed"]) for r in records[20:]]
+    second = write_jsonl(tmp_path / "second.jsonl", changed)
+
+    def stored(db: Path) -> tuple[list[Any], list[Any]]:
+        with KnowledgeBase(str(db)) as kb, kb.engine.connect() as conn:
+            rows = conn.execute(
+                select(RECORDS.c.id, RECORDS.c.content_hash, RECORDS.c.tags).order_by("id")
+            ).all()
+            tags = conn.execute(
+                select(RECORDS.c.id, RECORD_TAGS.c.tag)
+                .join(RECORDS, RECORDS.c.key == RECORD_TAGS.c.record_key)
+                .order_by(RECORDS.c.id, RECORD_TAGS.c.tag)
+            ).all()
+        return rows, tags
+
+    results = []
+    for name, writer in (("sqlite", writers.SqliteWriter), ("portable", writers.PortableWriter)):
+        monkeypatch.setattr(writers, "make_writer", lambda conn, run, w=writer: w(conn, run))
+        monkeypatch.setattr("kb.ingest.importer.make_writer", writers.make_writer)
+        db = tmp_path / f"{name}.sqlite3"
+        with KnowledgeBase(str(db)) as kb:
+            assert kb.import_sources([str(first)]).inserted == 30
+            report = kb.import_sources([str(second)])
+            assert (report.inserted, report.updated) == (len(records) - 30, 10)
+        results.append(stored(db))
+    assert results[0] == results[1]
+    assert any(tag == "changed" for _id, tag in results[1][1])
