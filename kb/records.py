@@ -35,6 +35,10 @@ URL_AUTHORITY_END_RE: Final = re.compile(r"[/\\?#]")
 FORBIDDEN_HOST_CHARS: Final = frozenset(" #%/:<>?@[\\]^|\x7f")
 PORT_RE: Final = re.compile(r"[0-9]{0,5}")
 SOURCE_CODE_MAX_LINES: Final = 40  # upstream's limit on the window around the raise
+# The largest integer a column holds on every database kb runs on (PostgreSQL's INTEGER); JSON
+# allows any, and one past 2^63 used to stop a whole import in the driver.
+MAX_INTEGER: Final = 2**31 - 1
+LONE_SURROGATE_RE: Final = re.compile(r"[\ud800-\udfff]")
 ERROR_TYPES: Final = frozenset(
     {"exception", "error_code", "console", "http", "validation", "panic"}
 )
@@ -83,7 +87,7 @@ def _string(nonempty: bool = False) -> Check:
     return check
 
 
-def _int(low: int | None = None, high: int | None = None) -> Check:
+def _int(low: int | None = None, high: int | None = MAX_INTEGER) -> Check:
     def check(key: str, value: Any) -> Any:
         if isinstance(value, bool) or not isinstance(value, int):
             raise FieldError(key, f"expected an integer, got {_type_name(value)}")
@@ -314,6 +318,7 @@ def record_id_of(obj: object) -> str | None:
 # The fast path below checks the same rules as FIELDS, inlined, for the common all-valid record;
 # any doubt falls back to the field-by-field loop, which names the first bad field exactly.
 _PAIRS: Final = tuple((spec.key, spec.column) for spec in FIELDS if spec.required)
+_ALL_PAIRS: Final = tuple((spec.key, spec.column) for spec in FIELDS)
 _OPTIONAL: Final = tuple((spec.key, spec.column) for spec in FIELDS if not spec.required)
 _NONEMPTY: Final = (
     "error_message",
@@ -359,7 +364,7 @@ def _fast_values(obj: dict[str, Any]) -> dict[str, Any] | None:
             return None
     for column in _LINES:
         x = v[column]
-        if x is not None and (type(x) is not int or x < 1):
+        if x is not None and (type(x) is not int or not 1 <= x <= MAX_INTEGER):
             return None
     x = v["source_code"]
     if x is not None and (type(x) is not str or x.count("\n") >= SOURCE_CODE_MAX_LINES):
@@ -426,7 +431,7 @@ def parse_record(obj: object) -> Record:
                 if len(obj) == known
                 else {key: value for key, value in obj.items() if key not in KEY_TO_COLUMN}
             )
-            return Record(values=fast, extra=extra)
+            return _unicode_checked(Record(values=fast, extra=extra))
     if not isinstance(obj, Mapping):
         raise FieldError("record", f"expected a JSON object, got {_type_name(obj)}")
     values: dict[str, Any] = {}
@@ -445,7 +450,46 @@ def parse_record(obj: object) -> Record:
     if error is not None:
         raise error
     extra = {key: value for key, value in obj.items() if key not in KEY_TO_COLUMN}
-    return Record(values=values, extra=extra)
+    return _unicode_checked(Record(values=values, extra=extra))
+
+
+def _unicode_checked(record: Record) -> Record:
+    """The record, unless a text in it holds a lone surrogate: JSON can spell one ("\\ud800"),
+    but it is not Unicode, cannot be stored as UTF-8, and would break every later read."""
+    for key, column in _ALL_PAIRS:
+        where = _lone_surrogate(record.values.get(column), key)
+        if where is not None:
+            raise FieldError(*where)
+    for key, value in record.extra.items():
+        where = _lone_surrogate(value, key) or _lone_surrogate(key, key)
+        if where is not None:
+            raise FieldError(*where)
+    return record
+
+
+def _lone_surrogate(value: Any, where: str) -> tuple[str, str] | None:
+    """(field, reason) for the first lone surrogate in a JSON value, else None."""
+    if type(value) is str:
+        if value.isascii():
+            return None
+        found = LONE_SURROGATE_RE.search(value)
+        if found is None:
+            return None
+        return where, (
+            f"not valid Unicode: a lone surrogate (U+{ord(found.group()):04X}) "
+            f"at character {found.start()}"
+        )
+    if type(value) is list:
+        for index, item in enumerate(value):
+            inner = _lone_surrogate(item, f"{where}[{index}]")
+            if inner is not None:
+                return inner
+    elif type(value) is dict:
+        for key, item in value.items():
+            inner = _lone_surrogate(key, where) or _lone_surrogate(item, f"{where}.{key}")
+            if inner is not None:
+                return inner
+    return None
 
 
 def parse_compact(obj: object) -> Record:
@@ -468,7 +512,7 @@ def parse_compact(obj: object) -> Record:
     values["schema_version"] = SCHEMA_VERSION
     values["slug"] = values["slug"] or slugify(values["error_code"] or values["error_message"])
     extra = {key: value for key, value in obj.items() if key not in COMPACT_FIELDS}
-    return Record(values=values, extra=extra, stub=True)
+    return _unicode_checked(Record(values=values, extra=extra, stub=True))
 
 
 def looks_compact(obj: Mapping[str, Any]) -> bool:
@@ -513,4 +557,8 @@ def parse_repository(obj: object) -> tuple[dict[str, Any], dict[str, Any]]:
             continue
         values[spec.column] = spec.check(spec.key, obj[spec.key])
     extra = {key: value for key, value in obj.items() if key not in REPOSITORY_KEYS}
+    for key, value in [*values.items(), *extra.items()]:
+        where = _lone_surrogate(value, key)
+        if where is not None:
+            raise FieldError(*where)
     return values, extra

@@ -441,6 +441,8 @@ def import_summary(report: Any) -> str:
     )
     if report.repositories:
         line += f" {report.repositories:,} repositories described."
+    if report.repeated:
+        line += f" {report.repeated:,} ids were read more than once (the later copy kept)."
     if report.covered:
         line += f" {report.covered:,} compact index rows were covered by the full records."
     if report.failed:

@@ -52,6 +52,7 @@ def test_import_single_wrapped_record_from_the_seed_file(invoke: Any, db_path: P
         "updated": 0,
         "unchanged": 0,
         "rejected": 0,
+        "repeated": 0,
         "errors": [],
         "failed": [],
         "repositories": 0,
@@ -569,15 +570,19 @@ def test_stored_json_is_exactly_what_json_dumps_writes(value: Any) -> None:
     assert _to_json(value) == json.dumps(value)
 
 
-def test_a_first_load_with_a_repeated_id_counts_the_repeat_as_an_update(
+def test_a_first_load_with_a_repeated_id_finds_the_repeat_in_any_batch(
     invoke: Any, tmp_path: Path, records: list[Any]
 ) -> None:
     """Into an empty table the importer skips looking up ids it has not written yet; one it
-    wrote earlier in the same import is still found, whatever batch it is in."""
+    wrote earlier in the same import is still found, whatever batch it is in, and reported
+    as a repeat (the later copy kept), not as an update of the knowledge base."""
     changed = dict(records[0], documentation="Changed later in the same file.")
     path = write_jsonl(tmp_path / "in.jsonl", [*records, records[1], changed])
-    report = json.loads(invoke("import", str(path), "--batch-size", "7", "--json").stdout)
-    assert (report["inserted"], report["updated"], report["unchanged"]) == (40, 1, 1)
+    result = invoke("import", str(path), "--batch-size", "7", "--json")
+    report = json.loads(result.stdout)
+    assert (report["inserted"], report["updated"], report["unchanged"]) == (40, 0, 0)
+    assert report["repeated"] == 2
+    assert f"{path}:42: id {records[0]['id']}: appears again in this import" in result.stderr
     exported = [json.loads(line) for line in invoke("export").stdout.splitlines()]
     assert len(exported) == 40
     by_id = {r["id"]: r for r in exported}

@@ -79,6 +79,7 @@ class Importer:
         # most likely covered already, and is set aside until the database says so.
         self._full_seen = _IdFilter()
         self._maybe_covered: list[Item] = []
+        self._first_at: dict[str, Item] = {}  # where a repeated id was first read, if known
 
     def add(self, item: Item) -> None:
         value = item.value
@@ -144,6 +145,7 @@ class Importer:
             self._full_seen.add(record.id)
         previous = self._batch.get(record.id)
         if previous is not None:
+            self._first_at[record.id] = previous[2]
             self._flush()
         self._batch[record.id] = (record, version, item)
         if len(self._batch) >= self.batch_size:
@@ -197,19 +199,39 @@ class Importer:
         stored = self._writer.stored(ids) if ids else {}
         inserts: list[dict[str, Any]] = []
         updates: list[Update] = []
-        for record_id, (record, version, _item) in batch.items():
+        for record_id, (record, version, item) in batch.items():
             digest = record.content_hash()
             old = stored.get(record_id)
             if old is None:
                 inserts.append(self._row(record, version, digest))
                 self.report.inserted += 1
-            elif old.content_hash == digest or (record.stub and not old.stub):
+                continue
+            this_import = old.import_id == self.report.import_id
+            if this_import and record.stub == old.stub:
+                self._repeated(record_id, item)
+            elif this_import and record.stub:
+                self.report.covered += 1  # its full record came first
+                continue
+            elif not this_import and (old.content_hash == digest or record.stub):
                 self.report.unchanged += 1  # a stub never replaces a full record
-            else:
-                updates.append(Update(self._row(record, version, digest), old))
+                continue
+            elif not this_import:
                 self.report.updated += 1
+            # else: a stub this import wrote, now filled in by its full record (counted once)
+            if old.content_hash != digest:
+                updates.append(Update(self._row(record, version, digest), old))
         if inserts or updates:
             self._writer.write(inserts, updates)
+
+    def _repeated(self, record_id: str, item: Item) -> None:
+        """An id this import read before: the later copy is kept, and the user is told."""
+        self.report.repeated += 1
+        first = self._first_at.pop(record_id, None)
+        where = f" (first at {first.file}:{first.line})" if first is not None else ""
+        self.report.warnings.append(
+            f"{item.file}:{item.line}: id {record_id}: appears again in this import{where}; "
+            "the later copy is kept"
+        )
 
     def _row(self, record: Record, version: str | None, digest: str) -> dict[str, Any]:
         values = record.values

@@ -9,6 +9,7 @@ import gzip
 import hashlib
 import io
 import json
+import re
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -181,6 +182,28 @@ class CompactRow:
 JsonEvent = WholeValue | ArrayElement | CompactRow
 
 
+class Undecodable(Exception):
+    """A value JSON's grammar allows but the decoder refuses (a number of more than 4,300
+    digits, nesting deeper than the interpreter's stack): one bad record, skipped."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def undecodable_reason(exc: BaseException) -> str:
+    if isinstance(exc, RecursionError):
+        return "not valid JSON: nested too deep to read"
+    if "digits" in str(exc):
+        return "not valid JSON: a number of more than 4,300 digits"
+    return f"not valid JSON: {exc}"
+
+
+# Where a skipped value may end, outside and inside a string.
+_SKIP_OUTSIDE: Final = re.compile(r'["\[\]{},]')
+_SKIP_INSIDE: Final = re.compile(r'["\\]')
+
+
 class JsonStream:
     """Incremental JSON values from text, without holding the whole file in memory."""
 
@@ -225,7 +248,8 @@ class JsonStream:
         self._pos += 1
 
     def value(self) -> Any:
-        """Decode the next whole value, reading more text until it is complete."""
+        """Decode the next whole value, reading more text until it is complete. Raises
+        Undecodable, with the value skipped, when the decoder refuses a well-formed value."""
         self.peek()
         size = READ_CHUNK
         while True:
@@ -236,12 +260,58 @@ class JsonStream:
                     size *= 2
                     continue
                 raise self._error(exc.msg) from None
+            except (ValueError, RecursionError) as exc:
+                self._skip_value()
+                raise Undecodable(undecodable_reason(exc)) from None
             at_end = end == len(self._buf) and not isinstance(value, dict | list | str)
             if at_end and self._fill(size):  # a number or literal may continue in the next chunk
                 continue
             self.line += self._buf.count("\n", self._pos, end)
             self._pos = end
             return value
+
+    def _skip_value(self) -> None:
+        """Move past one value without decoding it: brackets counted outside strings, escapes
+        skipped inside them, the buffer trimmed as it goes (memory stays flat)."""
+        depth = 0
+        inside = False
+        while True:
+            buf, pos, n = self._buf, self._pos, len(self._buf)
+            while pos < n:
+                found = (_SKIP_INSIDE if inside else _SKIP_OUTSIDE).search(buf, pos)
+                if found is None:
+                    pos = n
+                    break
+                char, at = found.group(), found.start()
+                if inside:
+                    if char == "\\":
+                        if at + 1 >= n:  # the escaped character comes with the next chunk
+                            pos = at
+                            break
+                        pos = at + 2
+                        continue
+                    inside, pos = False, at + 1
+                    if depth == 0:
+                        return self._advance(pos)
+                elif char == '"':
+                    inside, pos = True, at + 1
+                elif char in "[{":
+                    depth, pos = depth + 1, at + 1
+                elif depth == 0:  # a comma or the enclosing bracket ends a scalar
+                    return self._advance(at)
+                elif char == ",":
+                    pos = at + 1
+                else:
+                    depth, pos = depth - 1, at + 1
+                    if depth == 0:
+                        return self._advance(pos)
+            self._advance(pos)
+            if not self._fill():
+                raise self._error("unexpected end")
+
+    def _advance(self, pos: int) -> None:
+        self.line += self._buf.count("\n", self._pos, pos)
+        self._pos = pos
 
     def _error(self, message: str) -> InputError:
         return InputError(f"{self._name}:{self.line}: not valid JSON: {message}")
@@ -260,6 +330,7 @@ class JsonStream:
             self._pos += 1
             obj: dict[str, Any] = {}
             streamed = False
+            broken: Unparsable | None = None  # a member the decoder refused: one bad record
             if self.peek() == "}":
                 self._pos += 1
                 yield WholeValue(line, obj)
@@ -277,21 +348,28 @@ class JsonStream:
                     for index, row in enumerate(self._array_items()):
                         yield CompactRow(index, version, row)
                 else:
-                    obj[key] = self.value()
+                    try:
+                        obj[key] = self.value()
+                    except Undecodable as exc:
+                        broken = broken or Unparsable(exc.reason)
                 separator = self.peek()
                 self._pos += 1
                 if separator == "}":
                     break
                 if separator != ",":
                     raise self._error(f"expected ',' or '}}', found {separator!r}")
-            yield WholeValue(line, obj, streamed_rows=streamed)
+            yield WholeValue(line, broken or obj, streamed_rows=streamed)
 
     def _array_items(self) -> Iterator[Any]:
         if self.peek() == "]":
             self._pos += 1
             return
         while True:
-            yield self.value()
+            try:
+                item = self.value()
+            except Undecodable as exc:
+                item = Unparsable(exc.reason)
+            yield item
             separator = self.peek()
             self._pos += 1
             if separator == "]":
@@ -330,7 +408,7 @@ def items_of_text(name: str, text: IO[str]) -> Iterator[Item | Container]:
     if stripped.startswith("{"):
         try:
             obj = json.loads(stripped)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):
             obj = None
         if isinstance(obj, dict) and not is_container(obj):
             yield from _items_of_jsonl(name, first, text)
@@ -349,6 +427,9 @@ def _items_of_jsonl(name: str, first: str, text: IO[str]) -> Iterator[Item]:
             value = json.loads(stripped)
         except json.JSONDecodeError as exc:
             yield Item(name, number, Unparsable(f"not valid JSON: {exc.msg} (column {exc.colno})"))
+            continue
+        except (ValueError, RecursionError) as exc:
+            yield Item(name, number, Unparsable(undecodable_reason(exc)))
             continue
         yield Item(name, number, value)
 

@@ -74,6 +74,7 @@ class ImportReport:
     rejected: int = 0
     # Compact index rows whose full record this same import stored: read, and not counted.
     covered: int = 0
+    repeated: int = 0  # ids read more than once in this import: the later copy kept
     repositories: int = 0  # rows of repos.json stored as repository metadata
     errors: list[Rejection] = field(default_factory=list)
     failed: list[SourceFailure] = field(default_factory=list)
@@ -100,6 +101,7 @@ class ImportReport:
             "updated": self.updated,
             "unchanged": self.unchanged,
             "rejected": self.rejected,
+            "repeated": self.repeated,
             "errors": [error.as_dict() for error in self.errors],
             "failed": [failure.as_dict() for failure in self.failed],
             "repositories": self.repositories,
