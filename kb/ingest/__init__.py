@@ -68,6 +68,8 @@ def total_bytes(plan: InputPlan) -> int | None:
     for spec in plan.sources:
         if spec == "-" or is_url(spec) or Path(spec).name in ("manifest.json", "repos.json"):
             return None
+        if not Path(spec).is_file():  # a pipe: its size is not known
+            return None
         total += os.path.getsize(spec)
     return total
 
@@ -216,6 +218,12 @@ class _Run:
         manifest = read_manifest(obj, location)
         if manifest.dataset_version and self._up_to_date(manifest, digest):
             return
+        for entry in manifest.entries:
+            if not entry.sha256 and not entry.raw_sha256:
+                self.report.warnings.append(
+                    f"{_shown(location)}: {entry.name}: the manifest gives no sha256; "
+                    "read without a check"
+                )
         if manifest.published:
             self._published(manifest)
         else:

@@ -19,7 +19,6 @@ from kb.errors import InputError
 
 READ_CHUNK: Final = 1 << 20  # bytes of text the streaming JSON reader asks for at a time
 JSONL_PROBE_LIMIT: Final = 8 << 20  # a first line longer than this is not one JSONL record
-HTTP_TIMEOUT_S: Final = 60
 GZIP_MAGIC: Final = b"\x1f\x8b"
 
 ProgressFn = Callable[[int], None]
@@ -97,17 +96,9 @@ def open_raw(spec: str) -> IO[bytes]:
     if spec == "-":
         return sys.stdin.buffer
     if is_url(spec):
-        from urllib.error import HTTPError, URLError
-        from urllib.request import Request, urlopen
+        from kb.ingest.http import fetch
 
-        try:
-            response = urlopen(Request(spec, headers={"User-Agent": "kb"}), timeout=HTTP_TIMEOUT_S)
-        except HTTPError as exc:
-            raise InputError(f"{spec}: HTTP {exc.code} {exc.reason}") from exc
-        except (URLError, OSError) as exc:
-            reason = getattr(exc, "reason", exc)
-            raise InputError(f"{spec}: cannot fetch: {reason}") from exc
-        return response  # type: ignore[no-any-return]
+        return fetch(spec)
     try:
         return open(spec, "rb")
     except FileNotFoundError:

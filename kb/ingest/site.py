@@ -218,8 +218,8 @@ def expand_inputs(specs: list[str] | tuple[str, ...]) -> InputPlan:
         path = Path(spec)
         if path.is_dir():
             _expand_folder(path, plan)
-        elif path.is_file():
-            kind = site_file_kind(path.absolute())
+        elif path.exists():  # a file, or a pipe such as <(zcat f) or /dev/stdin
+            kind = site_file_kind(path.absolute()) if path.is_file() else None
             if kind is None:
                 plan.sources.append(spec)
             else:
