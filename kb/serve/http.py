@@ -77,10 +77,14 @@ def int_value(name: str, value: object, default: int, bounds: tuple[int, int]) -
         return default
     low, high = bounds
     number: int | None = None
-    if isinstance(value, int) and not isinstance(value, bool):
+    if isinstance(value, bool):  # JSON true is not 1
+        number = None
+    elif isinstance(value, int):
         number = value
-    elif isinstance(value, str) and value.strip().lstrip("-").isdigit():
-        number = int(value)
+    elif isinstance(value, float):
+        number = int(value) if value.is_integer() else None  # JSON Schema: 19.0 is an integer
+    elif isinstance(value, str):
+        number = int(value) if value.strip().lstrip("-").isdigit() else None
     if number is None or not low <= number <= high:
         raise HttpError(422, "invalid", f"{name} must be a whole number from {low} to {high}")
     return number
