@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from tests.serve.conftest import (
+    HOSTILE_LOG_LINE,
     TOKEN,
     LiveServer,
     hostile_record,
@@ -241,9 +242,15 @@ def test_every_worker_reloads_its_index_after_another_process_imports(
 ) -> None:
     env = server_env(tmp_path)
     live = start_server(private_db, env, "--workers", "2")
+    changed = hostile_record() | {"solutions": ["Oil the gearbox first"]}
     try:
+        with live.client(headers={"Connection": "close"}) as client:
+            for _ in range(6):  # the old record in both workers' record caches, likely
+                client.post("/api/match", json={"log": HOSTILE_LOG_LINE})
         source = tmp_path / "new.jsonl"
-        source.write_text(json.dumps({"record": new_record()}) + "\n")
+        source.write_text(
+            json.dumps({"record": new_record()}) + "\n" + json.dumps({"record": changed}) + "\n"
+        )
         done = kb_command(env, "--db", str(private_db), "import", str(source), "--quiet")
         assert done.returncode == 0, done.stderr
         revision = json.loads(kb_command(env, "--db", str(private_db), "stats", "--json").stdout)[
@@ -261,8 +268,13 @@ def test_every_worker_reloads_its_index_after_another_process_imports(
                     current.add(health["pid"])
                 time.sleep(0.05)
             found = client.post("/api/match", json={"log": FLUX_LOG}).json()
+            updated = [
+                client.post("/api/match", json={"log": HOSTILE_LOG_LINE}).json()["matches"][0]
+                for _ in range(6)
+            ]
     finally:
         live.stop()
     assert len(seen) == 2, "both workers answered"
     assert current == seen, "each worker serves the new revision"
     assert [m["id"] for m in found["matches"]] == ["feedfacecafe0001"]
+    assert all(m["record"]["solutions"] == ["Oil the gearbox first"] for m in updated)
