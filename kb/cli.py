@@ -423,7 +423,7 @@ def export(ctx: click.Context, path: str, repo: str | None) -> None:
 
 @cli.command()
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
-@click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True)
+@click.option("--port", type=click.IntRange(1, 65535), default=8000, show_default=True)
 @click.option(
     "--token",
     envvar="KB_SERVE_TOKEN",

@@ -14,8 +14,6 @@ from pathlib import Path
 from kb.errors import DatabaseError, KbError
 from kb.serve.config import ENV_CONFIG, ServeConfig, ServeError
 
-APP_FACTORY = "kb.serve.app:app_from_environment"
-
 
 def _require_extra() -> None:
     try:
@@ -55,8 +53,6 @@ def run(config: ServeConfig) -> None:
     """Serve until interrupted. KbError (exit 2 or 3) when it cannot start."""
     config.check()
     _require_extra()
-    import uvicorn
-
     records = _check_database(config.db_url)
     host = f"[{config.host}]" if ":" in config.host else config.host
     print(
@@ -70,17 +66,10 @@ def run(config: ServeConfig) -> None:
     if not records:
         print("The knowledge base is empty: import a dataset (kb import PATH).", file=sys.stderr)
     os.environ[ENV_CONFIG] = config.to_environment()
-    uvicorn.run(
-        APP_FACTORY,
-        factory=True,
-        host=config.host,
-        port=config.port,
-        workers=config.workers,
-        server_header=False,
-        # X-Forwarded-* only from a proxy on this machine (uvicorn's default), for https cookies.
-        proxy_headers=True,
-        timeout_graceful_shutdown=10,
-    )
+    from kb.serve.server import serve_forever
+
+    if not serve_forever(config):
+        raise ServeError(f"kb serve could not start on {host}:{config.port} (see above)")
 
 
 __all__ = ["KbError", "ServeConfig", "run"]

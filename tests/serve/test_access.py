@@ -3,6 +3,7 @@ imports, several workers. Each against a real `kb serve` process."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from collections.abc import Iterator
@@ -60,11 +61,38 @@ def test_serve_refuses_unsafe_settings_before_starting(
     assert len(result.output.strip().splitlines()) <= 2  # one line and its next step
 
 
+def test_serve_reads_the_token_from_the_environment(
+    invoke: Any, served_db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KB_SERVE_TOKEN", "short")
+    result = invoke("serve", "--host", "0.0.0.0", db=served_db)
+    assert result.exit_code == 2
+    assert "shorter than 16" in result.output  # the variable was read, and checked
+    assert "short" not in result.output.replace("shorter", "")  # and not echoed
+
+
 def test_serve_refuses_a_database_file_that_does_not_exist(invoke: Any, tmp_path: Path) -> None:
     result = invoke("serve", db=tmp_path / "nothing.sqlite3")
     assert result.exit_code == 3
     assert "no knowledge base" in result.output
     assert not (tmp_path / "nothing.sqlite3").exists()
+
+
+def test_serving_writes_nothing_to_the_database(private_db: Path, tmp_path: Path) -> None:
+    before = hashlib.sha256(private_db.read_bytes()).hexdigest()
+    live = start_server(private_db, server_env(tmp_path))
+    try:
+        with live.client() as client:
+            assert client.post("/api/match", json={"log": HOSTILE_LOG_LINE}).status_code == 200
+            assert client.get("/api/search", params={"q": "gearbox"}).status_code == 200
+            assert client.get("/search", params={"q": "kv cache"}).status_code == 200
+            assert client.get("/api/stats").status_code == 200
+            assert client.post("/match", data={"log": HOSTILE_LOG_LINE}).status_code == 200
+    finally:
+        live.stop()
+    assert hashlib.sha256(private_db.read_bytes()).hexdigest() == before
+    wal = private_db.with_name(private_db.name + "-wal")  # where unwritten-back writes would be
+    assert not wal.exists() or wal.stat().st_size == 0
 
 
 # ---- the token -----------------------------------------------------------------------------
