@@ -11,7 +11,7 @@ with the same matches as the first one, or the run fails.
 
 Without --db, the shared corpus is imported once into benchmarks/out/serve-bench.sqlite3.
 The clients (httpx, asyncio) run in this process on the same machine: on 2 cores they take
-CPU from the server, so the figures are a floor, not a ceiling.
+CPU from the server (the "client CPU ms" column, per request), so the figures are a floor.
 """
 
 from __future__ import annotations
@@ -114,8 +114,10 @@ async def run_level(
     limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
     async with httpx.AsyncClient(base_url=url, limits=limits, timeout=120) as client:
         started = time.perf_counter()
+        cpu_before = time.process_time()
         await asyncio.gather(*(client_loop(client) for _ in range(clients)))
         elapsed = time.perf_counter() - started
+        client_cpu = time.process_time() - cpu_before
     ordered = sorted(latencies)
     return {
         "clients": clients,
@@ -123,6 +125,7 @@ async def run_level(
         "median_ms": statistics.median(ordered),
         "p95_ms": ordered[max(0, round(0.95 * len(ordered)) - 1)],
         "rps": len(latencies) / elapsed,
+        "client_cpu_ms": client_cpu * 1000 / max(1, len(latencies)),
         "errors": errors,
     }
 
@@ -160,14 +163,15 @@ def main() -> None:
                 f"\n{workers} worker(s), {stats['records']:,} records, "
                 f"{len(expected)} errors found in the log\n"
             )
-            print("| clients | requests | median ms | p95 ms | req/s | errors |")
-            print("|---:|---:|---:|---:|---:|---:|")
+            print("| clients | requests | median ms | p95 ms | req/s | client CPU ms | errors |")
+            print("|---:|---:|---:|---:|---:|---:|---:|")
             failed = False
             for clients in levels:
                 result = asyncio.run(run_level(url, body, clients, args.requests, expected))
                 print(
                     f"| {clients} | {result['requests']} | {result['median_ms']:.1f} | "
-                    f"{result['p95_ms']:.1f} | {result['rps']:.1f} | {len(result['errors'])} |",
+                    f"{result['p95_ms']:.1f} | {result['rps']:.1f} | "
+                    f"{result['client_cpu_ms']:.1f} | {len(result['errors'])} |",
                     flush=True,
                 )
                 if result["errors"]:
