@@ -54,20 +54,19 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def start(db: str, workers: int) -> tuple[subprocess.Popen[bytes], str]:
+def start(db: str, workers: int, log: Path) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
     command = [sys.executable, "-m", "kb", "--db", db, "serve", "--port", str(port)]
-    process = subprocess.Popen(
-        [*command, "--workers", str(workers)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
+    with open(log, "wb") as out:  # a file, not a pipe: nobody reads the access log as it runs
+        process = subprocess.Popen(
+            [*command, "--workers", str(workers)], stdout=out, stderr=subprocess.STDOUT
+        )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 600  # the first start may build the matcher index
     with httpx.Client(base_url=url) as client:
         while time.monotonic() < deadline:
             if process.poll() is not None:
-                raise SystemExit(f"kb serve exited: {process.stderr.read().decode()}")  # type: ignore[union-attr]
+                raise SystemExit(f"kb serve exited:\n{log.read_text()}")
             try:
                 if client.get("/healthz", timeout=2).status_code == 200:
                     return process, url
@@ -104,7 +103,11 @@ async def run_level(
         while remaining > 0:
             remaining -= 1
             started = time.perf_counter()
-            response = await client.post("/api/match", content=body, headers=headers)
+            try:
+                response = await client.post("/api/match", content=body, headers=headers)
+            except httpx.TransportError as exc:  # counted, not fatal: the run says how many
+                errors.append(f"{type(exc).__name__}: {exc}")
+                continue
             latencies.append((time.perf_counter() - started) * 1000)
             if response.status_code != 200:
                 errors.append(f"{response.status_code} {response.text[:200]}")
@@ -150,7 +153,9 @@ def main() -> None:
     )
     print(f"database: {db}; load average before: {os.getloadavg()[0]:.1f} (other work slows it)")
     for workers in (int(n) for n in args.workers.split(",")):
-        process, url = start(db, workers)
+        log = HERE / "out" / f"bench-serve-{workers}.log"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        process, url = start(db, workers, log)
         try:
             with httpx.Client(base_url=url, timeout=120) as client:
                 stats = client.get("/api/stats").json()
@@ -180,7 +185,7 @@ def main() -> None:
         finally:
             stop(process)
         if failed:
-            raise SystemExit(1)
+            raise SystemExit(f"failed; the server's log is {log}")
 
 
 if __name__ == "__main__":
