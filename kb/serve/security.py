@@ -182,10 +182,11 @@ def _cross_site(headers: dict[str, str]) -> bool:
     if fetch_site is not None:
         return fetch_site not in ("same-origin", "none")
     origin = headers.get("origin")
-    if origin is None or origin == "null":
-        return origin == "null"
-    host = headers.get("host", "")
-    return origin.split("://", 1)[-1] != host
+    if origin is None:
+        return False  # not a browser's cross-site form (browsers send Origin on those)
+    if origin == "null":
+        return True  # a sandboxed or file: page
+    return origin.split("://", 1)[-1] != headers.get("host", "")
 
 
 def _error(
