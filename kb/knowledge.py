@@ -344,6 +344,32 @@ class KnowledgeBase:
             count += 1
         return count
 
+    # ------------------------------------------------------- for long-running readers (kb serve)
+
+    def get_wrapped(self, record_id: str) -> dict[str, Any] | None:
+        """`{"record": ..., "datasetVersion": ...}` (the shape of upstream's API and of the
+        seed file, which `import` reads back), or None when no record has this id."""
+        with self._connect() as conn:
+            row = conn.execute(select(RECORDS).where(RECORDS.c.id == record_id)).first()
+        if row is None:
+            return None
+        return {"record": record_from_row(row).to_dataset(), "datasetVersion": row.dataset_version}
+
+    def cached_matcher(self) -> MatcherIndex | None:
+        """The matcher index for the current revision if it is in memory or the cache, else
+        None: never builds, so a server can keep answering with its old index while the
+        importing process writes the new one."""
+        from kb.matcher import load_index
+
+        revision = self.revision()
+        index = self._index
+        if index is not None and index.revision == revision:
+            return index
+        index = load_index(self.cache_dir(), revision)
+        if index is not None:
+            self._index = index
+        return index
+
     def _connect(self) -> Any:
         try:
             return self.engine.connect()

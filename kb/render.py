@@ -354,20 +354,25 @@ def _essentials(record: dict[str, Any], style: Style, indent: str) -> list[str]:
 def matches_markdown(report: Any, records: dict[str, dict[str, Any]], source: str) -> str:
     lines = [f"# {_md_inline(match_summary(report, source))}", ""]
     for number, match in enumerate(report.in_log_order(), start=1):
-        record = records.get(match.id, {"id": match.id})
-        lines += [
-            f"## {number}. Line {match.line}",
-            "",
-            _md_fence(_clip(match.text, 2000)),
-            "",
-            f"Confidence {match.score:.2f} by {match.method}"
-            + (f" ({_md_inline(', '.join(match.evidence))})" if match.evidence else "")
-            + (f" · captured: {_md_inline(_captured(match))}" if match.captures else ""),
-        ]
-        if match.suggestion:
-            lines += ["", f"**{_md_inline(match.suggestion)}**"]
-        lines += ["", record_markdown(record, heading_level=3).rstrip(), ""]
+        lines += [match_markdown(number, match, records.get(match.id, {"id": match.id})), ""]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def match_markdown(number: int, match: Any, record: dict[str, Any]) -> str:
+    """One error found in a log, with its record, for a ticket (kb serve copies it alone)."""
+    lines = [
+        f"## {number}. Line {match.line}",
+        "",
+        _md_fence(_clip(match.text, 2000)),
+        "",
+        f"Confidence {match.score:.2f} by {match.method}"
+        + (f" ({_md_inline(', '.join(match.evidence))})" if match.evidence else "")
+        + (f" · captured: {_md_inline(_captured(match))}" if match.captures else ""),
+    ]
+    if match.suggestion:
+        lines += ["", f"**{_md_inline(match.suggestion)}**"]
+    lines += ["", record_markdown(record, heading_level=3).rstrip()]
+    return "\n".join(lines)
 
 
 def matches_json(report: Any, records: dict[str, dict[str, Any]]) -> dict[str, Any]:
