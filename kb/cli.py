@@ -111,17 +111,30 @@ def cli(ctx: click.Context, db: str | None) -> None:
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON on stdout.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar and no summary.")
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Import a published dataset again even when its version was imported already.",
+)
 @click.pass_context
 def import_command(
-    ctx: click.Context, sources: tuple[str, ...], batch_size: int, as_json: bool, quiet: bool
+    ctx: click.Context,
+    sources: tuple[str, ...],
+    batch_size: int,
+    as_json: bool,
+    quiet: bool,
+    force: bool,
 ) -> None:
     """Import error records from files, folders, URLs or `-` (stdin).
 
-    Reads single records, wrapped records, JSON arrays, JSONL, the compact index.json,
-    manifest.json (checking each file's sha256), any of them gzipped, and folders.
-    Records are upserted by id in one transaction; bad records are listed on stderr as
-    FILE:LINE: id ID: FIELD: reason and skipped. Exit 0: all stored; 1: some rejected;
-    2: an input could not be read (nothing stored).
+    Reads the dataset as ErrLookup publishes it (a site's or mirror's manifest.json, its
+    data/ folder or the folder holding that: the index and every repository's records,
+    checksums checked), and single records, wrapped records, JSON arrays, JSONL, the compact
+    index.json, any of them gzipped, and folders. Records are upserted by id in one
+    transaction; bad records are listed on stderr as FILE:LINE: id ID: FIELD: reason and
+    skipped. A published dataset whose version is imported already is not read again.
+    Exit 0: all stored; 1: some records rejected or repository files unreadable (the rest
+    stored); 2: an input could not be read (nothing stored); 3: the database is unusable.
 
     \b
     Example:
@@ -129,43 +142,36 @@ def import_command(
       kb import https://example.org/data/manifest.json --json
     """
     from kb.ingest import expand_inputs, total_bytes
-    from kb.render import safe
+    from kb.render import import_summary, safe
 
     kb = open_kb(ctx)
-    progress = None
-    bar = None
+    bars = None
     if not quiet and sys.stderr.isatty():
-        total = total_bytes(expand_inputs(sources))
-        bar = click.progressbar(
-            length=total or 0,
-            label="Importing",
-            file=sys.stderr,
-            show_pos=False,
-            show_percent=total is not None,
-        )
-        bar.__enter__()
-        progress = bar.update
+        bars = _ImportBars(total_bytes(expand_inputs(sources)))
     try:
-        report = kb.import_sources(list(sources), batch_size=batch_size, progress=progress)
+        report = kb.import_sources(
+            list(sources),
+            batch_size=batch_size,
+            progress=bars.advance if bars else None,
+            on_repository=bars.repository if bars else None,
+            force=force,
+        )
     finally:
-        if bar is not None:
-            bar.__exit__(None, None, None)
-    for error in report.errors:
-        click.echo(safe(str(error), multiline=False), err=True)
-    for warning in report.warnings:
-        if not quiet:
+        if bars is not None:
+            bars.close()
+    for line in [*report.errors, *report.failed]:
+        click.echo(safe(str(line), multiline=False), err=True)
+    if not quiet:
+        for note in report.skipped:
+            click.echo("note: " + safe(note, multiline=False), err=True)
+        for warning in report.warnings:
             click.echo("warning: " + safe(warning, multiline=False), err=True)
     if as_json:
         from kb.render import to_json
 
         click.echo(to_json(report.as_dict()))
     elif not quiet:
-        click.echo(
-            f"{report.stored + report.rejected:,} records read from {len(report.files)} "
-            f"source(s): {report.inserted:,} inserted, {report.updated:,} updated, "
-            f"{report.unchanged:,} unchanged, {report.rejected:,} rejected.",
-            err=True,
-        )
+        click.echo(safe(import_summary(report)), err=True)
     if report.inserted or report.updated:
         # built once per revision now, so the next `kb match` only loads it
         if not quiet and sys.stderr.isatty():
@@ -177,7 +183,39 @@ def import_command(
             if not quiet:
                 click.echo("Building the matcher index...", err=True)
             kb.build_matcher()
-    ctx.exit(EXIT_NOTHING_FOUND if report.rejected else EXIT_OK)
+    ctx.exit(EXIT_OK if report.complete else EXIT_NOTHING_FOUND)
+
+
+class _ImportBars:
+    """Progress on a terminal: the bytes read, then the repositories of a published dataset."""
+
+    def __init__(self, total: int | None) -> None:
+        self._bar: Any = click.progressbar(
+            length=total or 0,
+            label="Importing",
+            file=sys.stderr,
+            show_pos=False,
+            show_percent=total is not None,
+        )
+        self._bar.__enter__()
+        self._repositories = False
+
+    def advance(self, n: int) -> None:
+        if not self._repositories:
+            self._bar.update(n)
+
+    def repository(self, done: int, total: int, repo: str) -> None:
+        if not self._repositories:
+            self._bar.__exit__(None, None, None)
+            self._bar = click.progressbar(
+                length=total, label="Repositories", file=sys.stderr, show_pos=True
+            )
+            self._bar.__enter__()
+            self._repositories = True
+        self._bar.update(1)
+
+    def close(self) -> None:
+        self._bar.__exit__(None, None, None)
 
 
 @cli.command()
@@ -351,13 +389,17 @@ def show(ctx: click.Context, key: str, fmt: str) -> None:
     """
     from kb import render
 
-    record = open_kb(ctx).lookup(key)
+    kb = open_kb(ctx)
+    record = kb.lookup(key)
     if fmt == "json":
         click.echo(render.to_json(record))
-    elif fmt == "markdown":
-        click.echo(render.record_markdown(record), nl=False)
+        return
+    repository = kb.repository(record["repo"])
+    if fmt == "markdown":
+        click.echo(render.record_markdown(record, repository=repository), nl=False)
     else:
-        click.echo(render.record_text(record, render.Style(use_color())), nl=False)
+        style = render.Style(use_color())
+        click.echo(render.record_text(record, style, repository), nl=False)
 
 
 @cli.command()
@@ -375,31 +417,8 @@ def stats(ctx: click.Context, as_json: bool) -> None:
     figures = open_kb(ctx).stats()
     if as_json:
         click.echo(render.to_json(figures))
-        return
-    style = render.Style(use_color())
-    out = [
-        f"{style.heading('Records')}  {figures['records']:,} in {figures['repos']:,} repositories"
-        + (f" ({figures['stubs']:,} from the compact index only)" if figures["stubs"] else ""),
-        f"{style.heading('Database')} {render.safe(figures['database'])}",
-        "",
-        style.heading("By type"),
-        *(f"  {render.safe(k):<14} {v:>9,}" for k, v in figures["by_type"].items()),
-        "",
-        style.heading("By severity"),
-        *(f"  {render.safe(k):<14} {v:>9,}" for k, v in figures["by_severity"].items()),
-        "",
-        style.heading("By repository") + (" (top 20)" if len(figures["by_repo"]) > 20 else ""),
-        *(f"  {render.safe(k):<40} {v:>9,}" for k, v in list(figures["by_repo"].items())[:20]),
-        "",
-        style.heading("Imports") + f"  {figures['imports']:,} in all",
-    ]
-    for run in figures["last_imports"]:
-        out.append(
-            f"  #{run['id']} {run['started_at'][:19] if run['started_at'] else ''}  "
-            f"+{run['inserted']:,} ~{run['updated']:,} ={run['unchanged']:,} "
-            f"!{run['rejected']:,}  {render.safe(', '.join(run['sources']))[:60]}"
-        )
-    click.echo("\n".join(out))
+    else:
+        click.echo(render.stats_text(figures, render.Style(use_color())), nl=False)
 
 
 @cli.command()
@@ -427,6 +446,78 @@ def export(ctx: click.Context, path: str, repo: str | None) -> None:
         finally:
             temporary.unlink(missing_ok=True)
     click.echo(f"{count:,} records exported.", err=True)
+
+
+@cli.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", type=click.IntRange(1, 65535), default=8000, show_default=True)
+@click.option(
+    "--token",
+    envvar="KB_SERVE_TOKEN",
+    help="Secret every request must carry (Bearer header, or the page's login). "
+    "Required off loopback. Default: $KB_SERVE_TOKEN.",
+)
+@click.option(
+    "--workers",
+    type=click.IntRange(1, 64),
+    default=1,
+    show_default=True,
+    help="Processes, each with its own matcher index (about one per core).",
+)
+@click.option("--allow-import", is_flag=True, help="Offer POST /api/import (needs the token too).")
+@click.option(
+    "--max-body",
+    type=click.IntRange(1024, None),
+    default=5 * 1024 * 1024,
+    show_default=True,
+    help="Largest request body in bytes (a log to match); larger ones get 413.",
+)
+@click.option(
+    "--match-timeout",
+    type=click.FloatRange(0.001, 3600),
+    default=10.0,
+    show_default=True,
+    help="Seconds a match may take; slower ones get 504.",
+)
+@click.pass_context
+def serve(
+    ctx: click.Context,
+    host: str,
+    port: int,
+    token: str | None,
+    workers: int,
+    allow_import: bool,
+    max_body: int,
+    match_timeout: float,
+) -> None:
+    """Serve the knowledge base to a team: a web page and a JSON API.
+
+    The page takes a pasted log and shows the fixes, searches, and has a stable link per
+    record (/records/ID). The API: POST /api/match, GET /api/search, GET /api/records/ID,
+    GET /api/stats, GET /healthz, described at /openapi.json. Binds to 127.0.0.1 unless
+    told otherwise; any other address needs a token. Needs `pip install 'kb[serve]'`.
+
+    \b
+    Example:
+      kb serve
+      KB_SERVE_TOKEN=$(cat token) kb serve --host 0.0.0.0 --port 8080 --workers 2
+    """
+    from kb.config import resolve_database_url
+    from kb.serve import run
+    from kb.serve.config import ServeConfig
+
+    run(
+        ServeConfig(
+            db_url=resolve_database_url(ctx.obj.get("db")),
+            host=host,
+            port=port,
+            workers=workers,
+            token=token or None,
+            allow_import=allow_import,
+            max_body=max_body,
+            match_timeout=match_timeout,
+        )
+    )
 
 
 @cli.group("db", cls=KbGroup)

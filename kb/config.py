@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Final
 
 # The newest Alembic revision; tests/test_db.py proves it equals the scripts' head.
-HEAD_REVISION: Final = "0003"
+HEAD_REVISION: Final = "0004"
 ENV_URL = "KB_DATABASE_URL"
 APP_NAME = "kb"
 DEFAULT_FILENAME = "kb.sqlite3"

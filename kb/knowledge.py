@@ -17,14 +17,28 @@ from kb import db
 from kb.config import cache_dir_for, resolve_database_url
 from kb.db import get_meta
 from kb.errors import Ambiguous, DatabaseError, NotFound
-from kb.ingest import DEFAULT_BATCH_SIZE, ImportReport, ProgressFn, import_sources
-from kb.models import IMPORT_RUNS, RECORDS
-from kb.records import COLUMNS, ID_RE, Record
+from kb.ingest import (
+    DEFAULT_BATCH_SIZE,
+    ImportReport,
+    ProgressFn,
+    RepositoryProgressFn,
+    import_sources,
+)
+from kb.models import DATASET_SOURCES, IMPORT_RUNS, RECORDS, REPOSITORIES
+from kb.records import COLUMNS, ID_RE, REPOSITORY_FIELDS, Record
 from kb.sql import SqlAlchemyRunner, read_revision, records_by_id
 
 if TYPE_CHECKING:
     from kb.matcher import MatcherIndex, MatchReport, PatternSource
     from kb.search import Filters, SearchResponse
+
+
+def repository_from_row(row: Any) -> dict[str, Any]:
+    """A `repositories` row in the dataset's own keys (repos.json), unknown fields after."""
+    mapping = row._mapping
+    out = {spec.key: mapping[spec.column] for spec in REPOSITORY_FIELDS}
+    out.update(mapping["extra"] or {})
+    return out
 
 
 def record_from_row(row: Any) -> Record:
@@ -63,14 +77,23 @@ class KnowledgeBase:
         *,
         batch_size: int = DEFAULT_BATCH_SIZE,
         progress: ProgressFn | None = None,
+        on_repository: RepositoryProgressFn | None = None,
+        force: bool = False,
     ) -> ImportReport:
-        """Import files, folders, `-` (stdin) or URLs in one transaction."""
+        """Import files, folders, `-` (stdin) or URLs in one transaction.
+
+        A published dataset (its `manifest.json`, the folder or site holding it) imports its
+        repositories' full records and its compact index; `on_repository(done, total, repo)`
+        follows the repositories. A dataset version imported already is skipped unless `force`.
+        """
         return import_sources(
             self.engine,
             sources,
             batch_size=batch_size,
             progress=progress,
+            on_repository=on_repository,
             check_pattern=_pattern_warning,
+            force=force,
         )
 
     # ------------------------------------------------------------------ reading
@@ -158,6 +181,12 @@ class KnowledgeBase:
         """The records with these ids in the dataset's own keys; unknown ids are left out."""
         with self._connect() as conn:
             return records_by_id(SqlAlchemyRunner(conn), ids)
+
+    def repository(self, repo: str) -> dict[str, Any] | None:
+        """What the dataset's repos.json says of a repository, or None."""
+        with self._connect() as conn:
+            row = conn.execute(select(REPOSITORIES).where(REPOSITORIES.c.repo == repo)).first()
+        return None if row is None else repository_from_row(row)
 
     def lookup(self, key: str) -> dict[str, Any]:
         """A record by id, slug, `repo/slug` or error code; Ambiguous when several fit."""
@@ -253,6 +282,20 @@ class KnowledgeBase:
                 for row in conn.execute(select(runs).order_by(runs.c.id.desc()).limit(5))
             ]
             import_count = conn.execute(select(func.count()).select_from(runs)).scalar_one()
+            sources = DATASET_SOURCES
+            datasets = [
+                {
+                    "source": row.location,
+                    "dataset_version": row.dataset_version,
+                    "fetched_at": row.fetched_at.isoformat() if row.fetched_at else None,
+                    "checked_at": row.checked_at.isoformat() if row.checked_at else None,
+                }
+                for row in conn.execute(select(sources).order_by(sources.c.fetched_at.desc()))
+            ]
+            repositories = [
+                repository_from_row(row)
+                for row in conn.execute(select(REPOSITORIES).order_by(REPOSITORIES.c.repo))
+            ]
             return {
                 "records": int(total),
                 "stubs": int(stubs),
@@ -262,6 +305,8 @@ class KnowledgeBase:
                 "by_repo": grouped(RECORDS.c.repo),
                 "by_type": grouped(RECORDS.c.error_type),
                 "by_severity": grouped(RECORDS.c.severity),
+                "datasets": datasets,
+                "repositories": repositories,
                 "imports": int(import_count),
                 "last_imports": imports,
                 "revision": get_meta(conn, "revision") or "empty",
@@ -286,6 +331,32 @@ class KnowledgeBase:
             out.write("\n")
             count += 1
         return count
+
+    # ------------------------------------------------------- for long-running readers (kb serve)
+
+    def get_wrapped(self, record_id: str) -> dict[str, Any] | None:
+        """`{"record": ..., "datasetVersion": ...}` (the shape of upstream's API and of the
+        seed file, which `import` reads back), or None when no record has this id."""
+        with self._connect() as conn:
+            row = conn.execute(select(RECORDS).where(RECORDS.c.id == record_id)).first()
+        if row is None:
+            return None
+        return {"record": record_from_row(row).to_dataset(), "datasetVersion": row.dataset_version}
+
+    def cached_matcher(self) -> MatcherIndex | None:
+        """The matcher index for the current revision if it is in memory or the cache, else
+        None: never builds, so a server can keep answering with its old index while the
+        importing process writes the new one."""
+        from kb.matcher import load_index
+
+        revision = self.revision()
+        index = self._index
+        if index is not None and index.revision == revision:
+            return index
+        index = load_index(self.cache_dir(), revision)
+        if index is not None:
+            self._index = index
+        return index
 
     def _connect(self) -> Any:
         try:

@@ -122,6 +122,43 @@ class ImportRun(Base):
     rejected: Mapped[int] = mapped_column(Integer, default=0)
 
 
+class RepositoryRow(Base):
+    """A repository the dataset was made from, as `repos.json` describes it (DATASET.md)."""
+
+    __tablename__ = "repositories"
+
+    repo: Mapped[str] = mapped_column(String(200), primary_key=True)
+    description: Mapped[str | None] = mapped_column(Text)
+    language: Mapped[str | None] = mapped_column(String(100))
+    stars: Mapped[int | None] = mapped_column(Integer)
+    source_files: Mapped[int | None] = mapped_column(Integer)
+    default_branch: Mapped[str | None] = mapped_column(String(200))
+    analyzed_sha: Mapped[str | None] = mapped_column(String(200))
+    analyzed_at: Mapped[str | None] = mapped_column(String(40))
+    error_count: Mapped[int | None] = mapped_column(Integer)
+    extra: Mapped[dict[str, Any]] = mapped_column(JSON)  # unknown fields, kept
+    dataset_version: Mapped[str | None] = mapped_column(String(40))
+    import_id: Mapped[int | None] = mapped_column(
+        ForeignKey("import_runs.id", ondelete="SET NULL"), index=True
+    )
+
+
+class DatasetSource(Base):
+    """A published dataset kb imported by its manifest: which version, and when it was fetched
+    and last checked, so importing the same URL again can stop at an unchanged version."""
+
+    __tablename__ = "dataset_sources"
+
+    location: Mapped[str] = mapped_column(String(2000), primary_key=True)  # URL or absolute path
+    dataset_version: Mapped[str | None] = mapped_column(String(40))
+    manifest_sha256: Mapped[str] = mapped_column(String(64))
+    fetched_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    checked_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    import_id: Mapped[int | None] = mapped_column(
+        ForeignKey("import_runs.id", ondelete="SET NULL"), index=True
+    )
+
+
 class Meta(Base):
     """Key/value facts about the knowledge base, such as its content revision."""
 
@@ -168,5 +205,7 @@ RECORDS: Final = _table(RecordRow)
 RECORD_TAGS: Final = _table(RecordTag)
 IMPORT_RUNS: Final = _table(ImportRun)
 META: Final = _table(Meta)
+REPOSITORIES: Final = _table(RepositoryRow)
+DATASET_SOURCES: Final = _table(DatasetSource)
 
 event.listen(RECORDS, "after_create", _create_fts)

@@ -8,6 +8,7 @@ Compact `index.json` rows become stub records: enough to match, documentation to
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import json
 import operator
 import re
@@ -18,9 +19,26 @@ from typing import Any, Final
 
 SCHEMA_VERSION: Final = 2
 
+# The rules below are upstream's (ErrLookup's zod `ErrorEntry`, packages/schema/src/error.ts),
+# except where a comment says kb is lenient on purpose; the README's table lists each field.
 ID_RE: Final = re.compile(r"[0-9a-f]{16}")
-REPO_RE: Final = re.compile(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+")
+REPO_RE: Final = re.compile(r"[^/\s]+/[^/\s]+")
+SLUG_RE: Final = re.compile(r"[a-z0-9](?:[a-z0-9-]*[a-z0-9])?")
 TAG_RE: Final = re.compile(r"[a-z][a-z0-9]*(-[a-z0-9]+)*")
+# zod's `z.string().datetime()`: UTC with a Z, seconds required, any fraction, no offset.
+TIMESTAMP_RE: Final = re.compile(r"\d{4}-\d\d-\d\dT([01]\d|2[0-3]):[0-5]\d:[0-5]\d(\.\d+)?Z")
+URL_SCHEME_RE: Final = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
+# WHATWG "special" schemes need a host (file: excepted); any other scheme takes anything.
+HOST_SCHEMES: Final = frozenset({"http", "https", "ws", "wss", "ftp"})
+URL_AUTHORITY_END_RE: Final = re.compile(r"[/\\?#]")
+# The WHATWG URL standard's forbidden domain code points (C0 controls are checked apart).
+FORBIDDEN_HOST_CHARS: Final = frozenset(" #%/:<>?@[\\]^|\x7f")
+PORT_RE: Final = re.compile(r"[0-9]{0,5}")
+SOURCE_CODE_MAX_LINES: Final = 40  # upstream's limit on the window around the raise
+# The largest integer a column holds on every database kb runs on (PostgreSQL's INTEGER); JSON
+# allows any, and one past 2^63 used to stop a whole import in the driver.
+MAX_INTEGER: Final = 2**31 - 1
+LONE_SURROGATE_RE: Final = re.compile(r"[\ud800-\udfff]")
 ERROR_TYPES: Final = frozenset(
     {"exception", "error_code", "console", "http", "validation", "panic"}
 )
@@ -62,14 +80,14 @@ def _string(nonempty: bool = False) -> Check:
     def check(key: str, value: Any) -> Any:
         if not isinstance(value, str):
             raise FieldError(key, f"expected a string, got {_type_name(value)}")
-        if nonempty and not value.strip():
+        if nonempty and not value:  # upstream's min(1): a single space passes
             raise FieldError(key, "must not be empty")
         return value
 
     return check
 
 
-def _int(low: int | None = None, high: int | None = None) -> Check:
+def _int(low: int | None = None, high: int | None = MAX_INTEGER) -> Check:
     def check(key: str, value: Any) -> Any:
         if isinstance(value, bool) or not isinstance(value, int):
             raise FieldError(key, f"expected an integer, got {_type_name(value)}")
@@ -119,16 +137,60 @@ def _string_list(item: Check | None = None) -> Check:
 def _timestamp(key: str, value: Any) -> Any:
     _string(nonempty=True)(key, value)
     try:
-        datetime.fromisoformat(value.replace("Z", "+00:00"))
+        if not TIMESTAMP_RE.fullmatch(value):
+            raise ValueError(value)
+        datetime.fromisoformat(value[:10])  # a real day: no February 30th
     except ValueError:
-        raise FieldError(key, f"not an ISO-8601 timestamp: {json.dumps(value)[:60]}") from None
+        example = "2026-07-14T00:00:00Z"
+        raise FieldError(
+            key, f"not an ISO-8601 UTC timestamp like {example}: {json.dumps(value)[:60]}"
+        ) from None
     return value
 
 
+def _source_code(key: str, value: Any) -> Any:
+    _string()(key, value)
+    lines = value.count("\n") + 1
+    if lines > SOURCE_CODE_MAX_LINES:
+        raise FieldError(key, f"must be at most {SOURCE_CODE_MAX_LINES} lines, got {lines}")
+    return value
+
+
+def is_url(text: str) -> bool:
+    """Whether a WHATWG URL parser (JavaScript's `new URL`, which upstream's zod `url()` calls)
+    accepts `text`. kb keeps such links as they are; only http(s) ones are shown as links."""
+    text = text.strip(_C0_AND_SPACE).translate(_TAB_NEWLINE)
+    scheme = URL_SCHEME_RE.match(text)
+    if scheme is None:
+        return False
+    if scheme.group()[:-1].lower() not in HOST_SCHEMES:
+        return True
+    rest = text[scheme.end() :].lstrip("/\\")
+    authority = URL_AUTHORITY_END_RE.split(rest, maxsplit=1)[0]
+    host_port = authority.rpartition("@")[2]
+    if host_port.startswith("["):  # an IPv6 literal
+        inside, bracket, port = host_port[1:].partition("]")
+        if not bracket or (port and not port.startswith(":")):
+            return False
+        try:
+            ipaddress.IPv6Address(inside)
+        except ValueError:
+            return False
+        return bool(PORT_RE.fullmatch(port[1:])) and int(port[1:] or 0) <= 0xFFFF
+    host, _, port = host_port.partition(":")
+    if not host or any(c in FORBIDDEN_HOST_CHARS or c < " " for c in host):
+        return False
+    return bool(PORT_RE.fullmatch(port)) and int(port or 0) <= 0xFFFF
+
+
+_TAB_NEWLINE: Final = str.maketrans("", "", "\t\n\r")
+_C0_AND_SPACE: Final = "".join(map(chr, range(0x21)))
+
+
 def _url(key: str, value: Any) -> Any:
-    _string(nonempty=True)(key, value)
-    if not value.startswith(("https://", "http://")):
-        raise FieldError(key, "must be an http(s) URL")
+    _string()(key, value)
+    if not is_url(value):
+        raise FieldError(key, f"not a valid URL: {json.dumps(value)[:60]}")
     return value
 
 
@@ -148,38 +210,46 @@ class FieldSpec:
 
 
 _TAG = _regex(TAG_RE, "must be kebab-case like 'kv-cache'")
+_ID = _regex(ID_RE, "must be 16 lowercase hex digits")
+_REPO = _regex(REPO_RE, "must be 'owner/name'")
+_SLUG = _regex(SLUG_RE, "must be lowercase kebab-case like 'err-bad-response'")
+_TEXT = _string(nonempty=True)
+_LINE = _nullable(_int(1))  # null when upstream's analysis gave no line or source
 
 # Every field of schemaVersion 2, in the order the dataset writes them; export uses this order.
 FIELDS: Final[tuple[FieldSpec, ...]] = (
-    FieldSpec("id", "id", _regex(ID_RE, "must be 16 lowercase hex digits")),
-    FieldSpec("repo", "repo", _regex(REPO_RE, "must be 'owner/name'")),
-    FieldSpec("slug", "slug", _string(nonempty=True)),
-    FieldSpec("errorCode", "error_code", _nullable(_string(nonempty=True))),
-    FieldSpec("errorMessage", "error_message", _string(nonempty=True)),
-    FieldSpec("messagePattern", "message_pattern", _string(nonempty=True)),
+    FieldSpec("id", "id", _ID),
+    FieldSpec("repo", "repo", _REPO),
+    FieldSpec("slug", "slug", _SLUG),
+    FieldSpec("errorCode", "error_code", _nullable(_TEXT)),
+    FieldSpec("errorMessage", "error_message", _TEXT),
+    FieldSpec("messagePattern", "message_pattern", _TEXT),
     FieldSpec("errorType", "error_type", _enum(ERROR_TYPES)),
-    FieldSpec("errorClass", "error_class", _nullable(_string(nonempty=True))),
+    FieldSpec("errorClass", "error_class", _nullable(_TEXT)),
     FieldSpec("httpStatus", "http_status", _nullable(_int(100, 599))),
     FieldSpec("severity", "severity", _enum(SEVERITIES)),
-    FieldSpec("filePath", "file_path", _string(nonempty=True)),
-    FieldSpec("lineNumber", "line_number", _int(0)),
-    FieldSpec("sourceCode", "source_code", _nullable(_string())),
-    FieldSpec("sourceCodeStart", "source_code_start", _int(0)),
-    FieldSpec("sourceCodeEnd", "source_code_end", _int(0)),
+    FieldSpec("filePath", "file_path", _TEXT),
+    FieldSpec("lineNumber", "line_number", _LINE),
+    FieldSpec("sourceCode", "source_code", _nullable(_source_code)),
+    FieldSpec("sourceCodeStart", "source_code_start", _LINE),
+    FieldSpec("sourceCodeEnd", "source_code_end", _LINE),
     FieldSpec("githubUrl", "github_url", _url),
-    FieldSpec("documentation", "documentation", _string(nonempty=True)),
-    FieldSpec("triggerScenarios", "trigger_scenarios", _string(nonempty=True)),
-    FieldSpec("commonSituations", "common_situations", _string(nonempty=True)),
-    FieldSpec("solutions", "solutions", _string_list()),
+    FieldSpec("documentation", "documentation", _TEXT),
+    FieldSpec("triggerScenarios", "trigger_scenarios", _TEXT),
+    FieldSpec("commonSituations", "common_situations", _TEXT),
+    FieldSpec("solutions", "solutions", _string_list(_TEXT)),
     FieldSpec("exampleFix", "example_fix", _nullable(_string())),
     FieldSpec("handlingStrategy", "handling_strategy", _nullable(_enum(HANDLING_STRATEGIES))),
     FieldSpec("validationCode", "validation_code", _nullable(_string())),
     FieldSpec("typeGuard", "type_guard", _nullable(_string())),
     FieldSpec("tryCatchPattern", "try_catch_pattern", _nullable(_string())),
-    FieldSpec("preventionTips", "prevention_tips", _string_list()),
+    FieldSpec("preventionTips", "prevention_tips", _string_list(_TEXT)),
     FieldSpec("tags", "tags", _string_list(_TAG)),
-    FieldSpec("backgroundTag", "background_tag", _nullable(_TAG)),
-    FieldSpec("analyzedSha", "analyzed_sha", _string(nonempty=True)),
+    # Absent in records analysed before the field existed: upstream defaults it to null.
+    FieldSpec("backgroundTag", "background_tag", _nullable(_TAG), required=False),
+    # Upstream requires a 40-hex git sha; kb takes any text on purpose: other producers pin
+    # what they analysed otherwise (the shared corpus writes "pypi:torch==2.14.1").
+    FieldSpec("analyzedSha", "analyzed_sha", _TEXT),
     FieldSpec("analyzedAt", "analyzed_at", _timestamp),
     FieldSpec("schemaVersion", "schema_version", _int()),
 )
@@ -189,14 +259,14 @@ _COLUMN_VALUES: Final = operator.itemgetter(*COLUMNS)
 
 # The compact index.json row: key -> (full key, check). Enough to match, not to explain.
 COMPACT_FIELDS: Final[dict[str, tuple[str, Check]]] = {
-    "id": ("id", _regex(ID_RE, "must be 16 lowercase hex digits")),
-    "repo": ("repo", _regex(REPO_RE, "must be 'owner/name'")),
-    "slug": ("slug", _string(nonempty=True)),
-    "code": ("errorCode", _nullable(_string(nonempty=True))),
-    "msg": ("errorMessage", _string(nonempty=True)),
-    "pattern": ("messagePattern", _string(nonempty=True)),
+    "id": ("id", _ID),
+    "repo": ("repo", _REPO),
+    "slug": ("slug", _SLUG),
+    "code": ("errorCode", _nullable(_TEXT)),
+    "msg": ("errorMessage", _TEXT),
+    "pattern": ("messagePattern", _TEXT),
     "type": ("errorType", _enum(ERROR_TYPES)),
-    "cls": ("errorClass", _nullable(_string(nonempty=True))),
+    "cls": ("errorClass", _nullable(_TEXT)),
     "tags": ("tags", _string_list(_TAG)),
     "sev": ("severity", _enum(SEVERITIES)),
 }
@@ -246,9 +316,10 @@ def record_id_of(obj: object) -> str | None:
 
 # The fast path below checks the same rules as FIELDS, inlined, for the common all-valid record;
 # any doubt falls back to the field-by-field loop, which names the first bad field exactly.
-_PAIRS: Final = tuple((spec.key, spec.column) for spec in FIELDS)
+_PAIRS: Final = tuple((spec.key, spec.column) for spec in FIELDS if spec.required)
+_ALL_PAIRS: Final = tuple((spec.key, spec.column) for spec in FIELDS)
+_OPTIONAL: Final = tuple((spec.key, spec.column) for spec in FIELDS if not spec.required)
 _NONEMPTY: Final = (
-    "slug",
     "error_message",
     "message_pattern",
     "file_path",
@@ -259,13 +330,13 @@ _NONEMPTY: Final = (
 )
 _NULLABLE_NONEMPTY: Final = ("error_code", "error_class")
 _NULLABLE_TEXT: Final = (
-    "source_code",
     "example_fix",
     "validation_code",
     "type_guard",
     "try_catch_pattern",
 )
-_COUNTS: Final = ("line_number", "source_code_start", "source_code_end")
+_LINES: Final = ("line_number", "source_code_start", "source_code_end")
+_GITHUB: Final = "https://github.com/"  # a valid host: any printable rest makes a valid URL
 _valid_timestamps: set[str] = set()  # analyzedAt repeats across a dataset: parse each once
 
 
@@ -276,31 +347,36 @@ def _fast_values(obj: dict[str, Any]) -> dict[str, Any] | None:
         v = {column: obj[key] for key, column in _PAIRS}
     except KeyError:
         return None
+    for key, column in _OPTIONAL:
+        v[column] = obj.get(key)
     for column in _NONEMPTY:
         x = v[column]
-        if type(x) is not str or not x.strip():
+        if type(x) is not str or not x:
             return None
     for column in _NULLABLE_NONEMPTY:
         x = v[column]
-        if x is not None and (type(x) is not str or not x.strip()):
+        if x is not None and (type(x) is not str or not x):
             return None
     for column in _NULLABLE_TEXT:
         x = v[column]
         if x is not None and type(x) is not str:
             return None
-    for column in _COUNTS:
+    for column in _LINES:
         x = v[column]
-        if type(x) is not int or x < 0:
+        if x is not None and (type(x) is not int or not 1 <= x <= MAX_INTEGER):
             return None
+    x = v["source_code"]
+    if x is not None and (type(x) is not str or x.count("\n") >= SOURCE_CODE_MAX_LINES):
+        return None
     if v["schema_version"] != SCHEMA_VERSION or type(v["schema_version"]) is not int:
         return None
     x = v["http_status"]
     if x is not None and (type(x) is not int or not 100 <= x <= 599):
         return None
-    x, y = v["id"], v["repo"]
-    if type(x) is not str or type(y) is not str or not ID_RE.fullmatch(x):
+    x, y, z = v["id"], v["repo"], v["slug"]
+    if type(x) is not str or type(y) is not str or type(z) is not str:
         return None
-    if not REPO_RE.fullmatch(y) or not y.strip():
+    if not ID_RE.fullmatch(x) or not REPO_RE.fullmatch(y) or not SLUG_RE.fullmatch(z):
         return None
     x, y = v["error_type"], v["severity"]
     if type(x) is not str or type(y) is not str or x not in ERROR_TYPES or y not in SEVERITIES:
@@ -309,11 +385,11 @@ def _fast_values(obj: dict[str, Any]) -> dict[str, Any] | None:
     if x is not None and (type(x) is not str or x not in HANDLING_STRATEGIES):
         return None
     x = v["github_url"]
-    if type(x) is not str or not x.strip() or not x.startswith(("https://", "http://")):
+    if type(x) is not str or not ((x.startswith(_GITHUB) and x.isprintable()) or is_url(x)):
         return None
     for column in ("solutions", "prevention_tips", "tags"):
         x = v[column]
-        if type(x) is not list or not all(type(e) is str for e in x):
+        if type(x) is not list or not all(type(e) is str and e for e in x):
             return None
     if not all(TAG_RE.fullmatch(t) for t in v["tags"]):
         return None
@@ -328,11 +404,19 @@ def _fast_values(obj: dict[str, Any]) -> dict[str, Any] | None:
             return None
         if len(_valid_timestamps) < 1024:
             _valid_timestamps.add(x)
-    if v["source_code_end"] < v["source_code_start"]:
-        return None
-    if v["line_number"] < v["source_code_start"]:
+    if _span_error(v) is not None:
         return None
     return v
+
+
+def _span_error(values: dict[str, Any]) -> FieldError | None:
+    """Upstream's checks across fields, each made only when both ends are known."""
+    start, end, line = (values[column] for column in _LINES[1:] + _LINES[:1])
+    if start is not None and end is not None and end < start:
+        return FieldError("sourceCodeEnd", "must not be before sourceCodeStart")
+    if start is not None and line is not None and line < start:
+        return FieldError("lineNumber", "must not be before sourceCodeStart")
+    return None
 
 
 def parse_record(obj: object) -> Record:
@@ -340,29 +424,71 @@ def parse_record(obj: object) -> Record:
     if type(obj) is dict:
         fast = _fast_values(obj)
         if fast is not None:
+            known = len(_PAIRS) + sum(key in obj for key, _column in _OPTIONAL)
             extra = (
                 {}
-                if len(obj) == len(FIELDS)
+                if len(obj) == known
                 else {key: value for key, value in obj.items() if key not in KEY_TO_COLUMN}
             )
-            return Record(values=fast, extra=extra)
+            return _unicode_checked(Record(values=fast, extra=extra))
     if not isinstance(obj, Mapping):
         raise FieldError("record", f"expected a JSON object, got {_type_name(obj)}")
     values: dict[str, Any] = {}
     for spec in FIELDS:
         if spec.key not in obj:
-            raise FieldError(spec.key, "missing")
+            if spec.required:
+                raise FieldError(spec.key, "missing")
+            values[spec.column] = None
+            continue
         values[spec.column] = spec.check(spec.key, obj[spec.key])
     if values["schema_version"] != SCHEMA_VERSION:
         raise FieldError(
             "schemaVersion", f"unsupported version {values['schema_version']} (kb reads 2)"
         )
-    if values["source_code_end"] < values["source_code_start"]:
-        raise FieldError("sourceCodeEnd", "must not be before sourceCodeStart")
-    if values["line_number"] < values["source_code_start"]:
-        raise FieldError("lineNumber", "must not be before sourceCodeStart")
+    error = _span_error(values)
+    if error is not None:
+        raise error
     extra = {key: value for key, value in obj.items() if key not in KEY_TO_COLUMN}
-    return Record(values=values, extra=extra)
+    return _unicode_checked(Record(values=values, extra=extra))
+
+
+def _unicode_checked(record: Record) -> Record:
+    """The record, unless a text in it holds a lone surrogate: JSON can spell one ("\\ud800"),
+    but it is not Unicode, cannot be stored as UTF-8, and would break every later read."""
+    for key, column in _ALL_PAIRS:
+        where = _lone_surrogate(record.values.get(column), key)
+        if where is not None:
+            raise FieldError(*where)
+    for key, value in record.extra.items():
+        where = _lone_surrogate(value, key) or _lone_surrogate(key, key)
+        if where is not None:
+            raise FieldError(*where)
+    return record
+
+
+def _lone_surrogate(value: Any, where: str) -> tuple[str, str] | None:
+    """(field, reason) for the first lone surrogate in a JSON value, else None."""
+    if type(value) is str:
+        if value.isascii():
+            return None
+        found = LONE_SURROGATE_RE.search(value)
+        if found is None:
+            return None
+        return where, (
+            f"not valid Unicode: a lone surrogate (U+{ord(found.group()):04X}) "
+            f"at character {found.start()}"
+        )
+    if type(value) is list:
+        for index, item in enumerate(value):
+            inner = _lone_surrogate(item, f"{where}[{index}]")
+            if inner is not None:
+                return inner
+    elif type(value) is dict:
+        for key, item in value.items():
+            inner = _lone_surrogate(key, where) or _lone_surrogate(item, f"{where}.{key}")
+            if inner is not None:
+                return inner
+    return None
 
 
 def parse_compact(obj: object) -> Record:
@@ -385,7 +511,7 @@ def parse_compact(obj: object) -> Record:
     values["schema_version"] = SCHEMA_VERSION
     values["slug"] = values["slug"] or slugify(values["error_code"] or values["error_message"])
     extra = {key: value for key, value in obj.items() if key not in COMPACT_FIELDS}
-    return Record(values=values, extra=extra, stub=True)
+    return _unicode_checked(Record(values=values, extra=extra, stub=True))
 
 
 def looks_compact(obj: Mapping[str, Any]) -> bool:
@@ -399,3 +525,39 @@ _SLUG_RE: Final = re.compile(r"[^a-z0-9]+")
 def slugify(text: str) -> str:
     """The upstream slug rule: first 50 chars, lower-cased, non [a-z0-9] runs to '-'."""
     return _SLUG_RE.sub("-", text[:50].lower()).strip("-")
+
+
+# One row of `repos.json` (upstream's `RepoEntry`), with the same leniencies as a record:
+# unknown fields kept, analyzedSha any text, sourceFiles absent in older exports.
+REPOSITORY_FIELDS: Final[tuple[FieldSpec, ...]] = (
+    FieldSpec("repo", "repo", _REPO),
+    FieldSpec("description", "description", _nullable(_string())),
+    FieldSpec("language", "language", _nullable(_string())),
+    FieldSpec("stars", "stars", _int(0)),
+    FieldSpec("sourceFiles", "source_files", _nullable(_int(0)), required=False),
+    FieldSpec("defaultBranch", "default_branch", _TEXT),
+    FieldSpec("analyzedSha", "analyzed_sha", _TEXT),
+    FieldSpec("analyzedAt", "analyzed_at", _timestamp),
+    FieldSpec("errorCount", "error_count", _int(0)),
+)
+REPOSITORY_KEYS: Final = frozenset(spec.key for spec in REPOSITORY_FIELDS)
+
+
+def parse_repository(obj: object) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Validate one `repos.json` row: its column values and its unknown fields."""
+    if not isinstance(obj, Mapping):
+        raise FieldError("repository", f"expected a JSON object, got {_type_name(obj)}")
+    values: dict[str, Any] = {}
+    for spec in REPOSITORY_FIELDS:
+        if spec.key not in obj:
+            if spec.required:
+                raise FieldError(spec.key, "missing")
+            values[spec.column] = None
+            continue
+        values[spec.column] = spec.check(spec.key, obj[spec.key])
+    extra = {key: value for key, value in obj.items() if key not in REPOSITORY_KEYS}
+    for key, value in [*values.items(), *extra.items()]:
+        where = _lone_surrogate(value, key)
+        if where is not None:
+            raise FieldError(*where)
+    return values, extra

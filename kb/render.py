@@ -154,8 +154,32 @@ def record_body(record: dict[str, Any], style: Style) -> list[str]:
     return parts
 
 
-def record_text(record: dict[str, Any], style: Style) -> str:
-    return "\n".join(record_header(record, style) + record_body(record, style)) + "\n"
+def repository_line(repository: dict[str, Any] | None) -> str:
+    """What the dataset says of a record's repository (repos.json), in one line."""
+    if not repository:
+        return ""
+    facts = [safe(repository.get("repo"), multiline=False)]
+    if repository.get("language"):
+        facts.append(safe(repository["language"], multiline=False))
+    if repository.get("stars") is not None:
+        facts.append(f"{repository['stars']:,} stars")
+    if repository.get("analyzedSha"):
+        analysed = f"analysed at {safe(repository['analyzedSha'], multiline=False)[:12]}"
+        if repository.get("analyzedAt"):
+            analysed += f" on {safe(repository['analyzedAt'], multiline=False)[:10]}"
+        facts.append(analysed)
+    line = " · ".join(facts)
+    description = safe(repository.get("description"), multiline=False)
+    return f"{line}: {description}" if description else line
+
+
+def record_text(
+    record: dict[str, Any], style: Style, repository: dict[str, Any] | None = None
+) -> str:
+    header = record_header(record, style)
+    if repository:
+        header.append("Repository " + repository_line(repository))
+    return "\n".join(header + record_body(record, style)) + "\n"
 
 
 def _md_inline(text: object) -> str:
@@ -171,7 +195,9 @@ def _md_fence(text: object, language: str = "") -> str:
     return f"{fence}{language}\n{body}\n{fence}"
 
 
-def record_markdown(record: dict[str, Any], heading_level: int = 2) -> str:
+def record_markdown(
+    record: dict[str, Any], heading_level: int = 2, repository: dict[str, Any] | None = None
+) -> str:
     """A record ready to paste into a ticket."""
     h = "#" * heading_level
     lines = [
@@ -191,6 +217,8 @@ def record_markdown(record: dict[str, Any], heading_level: int = 2) -> str:
         facts.append(f"**Code:** `{safe(record['errorCode'], multiline=False)}`")
     facts.append(f"**Record:** `{record.get('id')}`")
     lines.append(" · ".join(facts))
+    if repository:
+        lines.extend(["", f"*{_md_inline(repository_line(repository))}*"])
 
     def section(title: str, body: str) -> None:
         if body.strip():
@@ -321,20 +349,25 @@ def _essentials(record: dict[str, Any], style: Style, indent: str) -> list[str]:
 def matches_markdown(report: Any, records: dict[str, dict[str, Any]], source: str) -> str:
     lines = [f"# {_md_inline(match_summary(report, source))}", ""]
     for number, match in enumerate(report.in_log_order(), start=1):
-        record = records.get(match.id, {"id": match.id})
-        lines += [
-            f"## {number}. Line {match.line}",
-            "",
-            _md_fence(_clip(match.text, 2000)),
-            "",
-            f"Confidence {match.score:.2f} by {match.method}"
-            + (f" ({_md_inline(', '.join(match.evidence))})" if match.evidence else "")
-            + (f" · captured: {_md_inline(_captured(match))}" if match.captures else ""),
-        ]
-        if match.suggestion:
-            lines += ["", f"**{_md_inline(match.suggestion)}**"]
-        lines += ["", record_markdown(record, heading_level=3).rstrip(), ""]
+        lines += [match_markdown(number, match, records.get(match.id, {"id": match.id})), ""]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def match_markdown(number: int, match: Any, record: dict[str, Any]) -> str:
+    """One error found in a log, with its record, for a ticket (kb serve copies it alone)."""
+    lines = [
+        f"## {number}. Line {match.line}",
+        "",
+        _md_fence(_clip(match.text, 2000)),
+        "",
+        f"Confidence {match.score:.2f} by {match.method}"
+        + (f" ({_md_inline(', '.join(match.evidence))})" if match.evidence else "")
+        + (f" · captured: {_md_inline(_captured(match))}" if match.captures else ""),
+    ]
+    if match.suggestion:
+        lines += ["", f"**{_md_inline(match.suggestion)}**"]
+    lines += ["", record_markdown(record, heading_level=3).rstrip()]
+    return "\n".join(lines)
 
 
 def matches_json(report: Any, records: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -393,3 +426,72 @@ def search_markdown(response: Any) -> str:
             + (f" — {_md_inline(result.summary)}" if result.summary else "")
         )
     return "\n".join(lines) + "\n"
+
+
+def import_summary(report: Any) -> str:
+    """The last line of `kb import`: what was read and what became of it."""
+    lines = [f"{item}. Use --force to import it again." for item in report.up_to_date]
+    if report.up_to_date and not (report.stored or report.rejected or report.repositories):
+        return "\n".join(lines)
+    records = report.stored + report.rejected
+    line = (
+        f"{records:,} records read from {report.read:,} file(s): {report.inserted:,} inserted, "
+        f"{report.updated:,} updated, {report.unchanged:,} unchanged, "
+        f"{report.rejected:,} rejected."
+    )
+    if report.repositories:
+        line += f" {report.repositories:,} repositories described."
+    if report.repeated:
+        line += f" {report.repeated:,} ids were read more than once (the later copy kept)."
+    if report.covered:
+        line += f" {report.covered:,} compact index rows were covered by the full records."
+    if report.failed:
+        line += f" {len(report.failed):,} repository file(s) could not be read (listed above)."
+    return "\n".join([*lines, line])
+
+
+def stats_text(figures: dict[str, Any], style: Style) -> str:
+    """`kb stats` for people."""
+    out = [
+        f"{style.heading('Records')}  {figures['records']:,} in {figures['repos']:,} repositories"
+        + (f" ({figures['stubs']:,} from the compact index only)" if figures["stubs"] else ""),
+        f"{style.heading('Database')} {safe(figures['database'])}",
+    ]
+    for dataset in figures.get("datasets", []):
+        out.append(
+            f"{style.heading('Dataset')}  {safe(dataset['dataset_version'])} from "
+            f"{safe(dataset['source'])}, fetched {_when(dataset['fetched_at'])}, "
+            f"last checked {_when(dataset['checked_at'])}"
+        )
+    out += [
+        "",
+        style.heading("By type"),
+        *(f"  {safe(k):<14} {v:>9,}" for k, v in figures["by_type"].items()),
+        "",
+        style.heading("By severity"),
+        *(f"  {safe(k):<14} {v:>9,}" for k, v in figures["by_severity"].items()),
+        "",
+        style.heading("By repository") + (" (top 20)" if len(figures["by_repo"]) > 20 else ""),
+    ]
+    described = {r["repo"]: r for r in figures.get("repositories", [])}
+    for repo, count in list(figures["by_repo"].items())[:20]:
+        meta = described.get(repo)
+        extra = ""
+        if meta:
+            facts = [safe(meta.get("language"), multiline=False)]
+            if meta.get("stars") is not None:
+                facts.append(f"{meta['stars']:,} stars")
+            extra = "  " + style.dim(" · ".join(f for f in facts if f))
+        out.append(f"  {safe(repo):<40} {count:>9,}{extra}")
+    out += ["", style.heading("Imports") + f"  {figures['imports']:,} in all"]
+    for run in figures["last_imports"]:
+        out.append(
+            f"  #{run['id']} {_when(run['started_at'])}  {run['inserted']:,} inserted, "
+            f"{run['updated']:,} updated, {run['unchanged']:,} unchanged, "
+            f"{run['rejected']:,} rejected  {safe(', '.join(run['sources']))[:60]}"
+        )
+    return "\n".join(out) + "\n"
+
+
+def _when(timestamp: str | None) -> str:
+    return (timestamp or "")[:16].replace("T", " ") + (" UTC" if timestamp else "")

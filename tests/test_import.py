@@ -52,7 +52,12 @@ def test_import_single_wrapped_record_from_the_seed_file(invoke: Any, db_path: P
         "updated": 0,
         "unchanged": 0,
         "rejected": 0,
+        "repeated": 0,
         "errors": [],
+        "failed": [],
+        "repositories": 0,
+        "skipped": [],
+        "up_to_date": [],
     }
     with KnowledgeBase(str(db_path)) as kb:
         assert kb.get("46a1fcb95e0d367e") == seed_record()
@@ -215,10 +220,12 @@ def test_manifest_imports_listed_files_verifying_sha256(
     result = invoke("import", str(manifest), "--json")
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["inserted"] == 20
-    # A folder holding a manifest imports through it (and not the files twice).
-    assert (
-        json.loads(invoke("import", str(tmp_path / "mirror"), "--json").stdout)["unchanged"] == 20
-    )
+    # A folder holding a manifest imports through it (and not the files twice); the same
+    # dataset version again is seen to be imported already, unless --force.
+    again = json.loads(invoke("import", str(tmp_path / "mirror"), "--json").stdout)
+    assert (again["unchanged"], len(again["up_to_date"])) == (0, 1)
+    forced = invoke("import", str(tmp_path / "mirror"), "--json", "--force")
+    assert json.loads(forced.stdout)["unchanged"] == 20
 
 
 def test_manifest_sha256_mismatch_is_refused_by_name_and_nothing_is_stored(
@@ -293,7 +300,16 @@ REJECTIONS = [
     ({"httpStatus": True}, "httpStatus", "expected an integer, got boolean"),
     ({"lineNumber": "12"}, "lineNumber", "expected an integer, got string"),
     ({"sourceCodeEnd": 1}, "sourceCodeEnd", "must not be before sourceCodeStart"),
-    ({"documentation": "   "}, "documentation", "must not be empty"),
+    ({"documentation": ""}, "documentation", "must not be empty"),
+    ({"solutions": ["ok", ""]}, "solutions[1]", "must not be empty"),
+    (
+        {"slug": "Bad Slug"},
+        "slug",
+        "must be lowercase kebab-case like 'err-bad-response', got \"Bad Slug\"",
+    ),
+    ({"lineNumber": 0}, "lineNumber", "must be at least 1, got 0"),
+    ({"repo": "a b/c"}, "repo", "must be 'owner/name', got \"a b/c\""),
+    ({"sourceCode": "x\n" * 40}, "sourceCode", "must be at most 40 lines, got 41"),
     ({"solutions": "do this"}, "solutions", "expected an array of strings, got string"),
     ({"preventionTips": ["ok", 3]}, "preventionTips[1]", "expected a string, got number"),
     ({"tags": ["Bad Tag"]}, "tags[0]", "must be kebab-case like 'kv-cache', got \"Bad Tag\""),
@@ -302,9 +318,19 @@ REJECTIONS = [
         "handlingStrategy",
         'must be one of fallback, retry, try-catch, type-guard, validation, got "pray"',
     ),
-    ({"analyzedAt": "yesterday"}, "analyzedAt", 'not an ISO-8601 timestamp: "yesterday"'),
+    (
+        {"analyzedAt": "yesterday"},
+        "analyzedAt",
+        'not an ISO-8601 UTC timestamp like 2026-07-14T00:00:00Z: "yesterday"',
+    ),
+    (
+        {"analyzedAt": "2026-07-14T00:00:00+02:00"},
+        "analyzedAt",
+        'not an ISO-8601 UTC timestamp like 2026-07-14T00:00:00Z: "2026-07-14T00:00:00+02:00"',
+    ),
     ({"analyzedSha": ""}, "analyzedSha", "must not be empty"),
-    ({"githubUrl": "ftp://x"}, "githubUrl", "must be an http(s) URL"),
+    ({"githubUrl": "github.com/a/b"}, "githubUrl", 'not a valid URL: "github.com/a/b"'),
+    ({"githubUrl": "https://"}, "githubUrl", 'not a valid URL: "https://"'),
     ({"schemaVersion": 3}, "schemaVersion", "unsupported version 3 (kb reads 2)"),
 ]
 
@@ -538,21 +564,65 @@ def schema_of_file(db_path: Path) -> list[tuple[str, str, str]]:
     ],
 )
 def test_stored_json_is_exactly_what_json_dumps_writes(value: Any) -> None:
-    from kb.ingest import _to_json
+    from kb.ingest.writers import _to_json
 
     assert _to_json(value) == json.dumps(value)
 
 
-def test_a_first_load_with_a_repeated_id_counts_the_repeat_as_an_update(
+def test_a_first_load_with_a_repeated_id_finds_the_repeat_in_any_batch(
     invoke: Any, tmp_path: Path, records: list[Any]
 ) -> None:
     """Into an empty table the importer skips looking up ids it has not written yet; one it
-    wrote earlier in the same import is still found, whatever batch it is in."""
+    wrote earlier in the same import is still found, whatever batch it is in, and reported
+    as a repeat (the later copy kept), not as an update of the knowledge base."""
     changed = dict(records[0], documentation="Changed later in the same file.")
     path = write_jsonl(tmp_path / "in.jsonl", [*records, records[1], changed])
-    report = json.loads(invoke("import", str(path), "--batch-size", "7", "--json").stdout)
-    assert (report["inserted"], report["updated"], report["unchanged"]) == (40, 1, 1)
+    result = invoke("import", str(path), "--batch-size", "7", "--json")
+    report = json.loads(result.stdout)
+    assert (report["inserted"], report["updated"], report["unchanged"]) == (40, 0, 0)
+    assert report["repeated"] == 2
+    assert f"{path}:42: id {records[0]['id']}: appears again in this import" in result.stderr
     exported = [json.loads(line) for line in invoke("export").stdout.splitlines()]
     assert len(exported) == 40
     by_id = {r["id"]: r for r in exported}
     assert by_id[records[0]["id"]]["documentation"] == "Changed later in the same file."
+
+
+def test_the_portable_writer_stores_what_the_sqlite_writer_stores(
+    tmp_path: Path, records: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The writer other databases use (PostgreSQL), run here on SQLite: the same records and
+    tag rows after a first import and after an import that updates some of them."""
+    from sqlalchemy import select
+
+    from kb.ingest import writers
+    from kb.models import RECORD_TAGS, RECORDS
+
+    first = write_jsonl(tmp_path / "first.jsonl", records[:30])
+    changed = [mutate(r, tags=[*r["tags"], "changed"]) for r in records[20:]]
+    second = write_jsonl(tmp_path / "second.jsonl", changed)
+
+    def stored(db: Path) -> tuple[list[Any], list[Any]]:
+        with KnowledgeBase(str(db)) as kb, kb.engine.connect() as conn:
+            rows = conn.execute(
+                select(RECORDS.c.id, RECORDS.c.content_hash, RECORDS.c.tags).order_by("id")
+            ).all()
+            tags = conn.execute(
+                select(RECORDS.c.id, RECORD_TAGS.c.tag)
+                .join(RECORDS, RECORDS.c.key == RECORD_TAGS.c.record_key)
+                .order_by(RECORDS.c.id, RECORD_TAGS.c.tag)
+            ).all()
+        return rows, tags
+
+    results = []
+    for name, writer in (("sqlite", writers.SqliteWriter), ("portable", writers.PortableWriter)):
+        monkeypatch.setattr(writers, "make_writer", lambda conn, run, w=writer: w(conn, run))
+        monkeypatch.setattr("kb.ingest.importer.make_writer", writers.make_writer)
+        db = tmp_path / f"{name}.sqlite3"
+        with KnowledgeBase(str(db)) as kb:
+            assert kb.import_sources([str(first)]).inserted == 30
+            report = kb.import_sources([str(second)])
+            assert (report.inserted, report.updated) == (len(records) - 30, 10)
+        results.append(stored(db))
+    assert results[0] == results[1]
+    assert any(tag == "changed" for _id, tag in results[1][1])

@@ -1,0 +1,444 @@
+"""Reading one input: open a file, stdin or URL, count and hash its bytes, undo gzip, and yield
+the JSON values it holds as `Item`s, streamed, whatever the layout (one value, an array, JSONL,
+the compact index with its `errors` array).
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import json
+import re
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import IO, Any, Final, Protocol
+
+from kb.errors import InputError
+
+READ_CHUNK: Final = 1 << 20  # bytes of text the streaming JSON reader asks for at a time
+JSONL_PROBE_LIMIT: Final = 8 << 20  # a first line longer than this is not one JSONL record
+GZIP_MAGIC: Final = b"\x1f\x8b"
+
+ProgressFn = Callable[[int], None]
+
+
+class TextReader(Protocol):
+    def read(self, size: int = -1, /) -> str: ...
+
+
+@dataclass(frozen=True)
+class Item:
+    """One JSON value found in a source, with where it was found."""
+
+    file: str
+    line: int  # 1-based line for JSONL and single objects, the index for array elements
+    value: Any
+    dataset_version: str | None = None
+    compact: bool = False  # a row of the compact index.json
+
+
+@dataclass(frozen=True)
+class Unparsable:
+    """A JSONL line that is not JSON: a rejected record, not a fatal input."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class Container:
+    """A top-level object that is not a record (a manifest): the caller decides what it is."""
+
+    file: str
+    value: dict[str, Any]
+
+
+# --------------------------------------------------------------------------- bytes
+
+
+def is_url(spec: str) -> bool:
+    return spec.startswith(("http://", "https://"))
+
+
+class CountingReader(io.RawIOBase):
+    """Passes bytes through, hashing them and reporting how many went by."""
+
+    def __init__(self, raw: IO[bytes], progress: ProgressFn | None = None) -> None:
+        self._raw = raw
+        self._progress = progress
+        self.sha256 = hashlib.sha256()
+        self.count = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        data = self._raw.read(len(buffer))
+        n = len(data)
+        buffer[:n] = data
+        if n:
+            self.sha256.update(data)
+            self.count += n
+            if self._progress is not None:
+                self._progress(n)
+        return n
+
+    def close(self) -> None:
+        try:
+            self._raw.close()
+        finally:
+            super().close()
+
+
+def open_raw(spec: str) -> IO[bytes]:
+    """The bytes of a file, `-` (stdin) or an http(s) URL; InputError when they cannot be had."""
+    if spec == "-":
+        return sys.stdin.buffer
+    if is_url(spec):
+        from kb.ingest.http import fetch
+
+        return fetch(spec)
+    try:
+        return open(spec, "rb")
+    except FileNotFoundError:
+        raise InputError(f"{spec}: no such file") from None
+    except IsADirectoryError:
+        raise InputError(f"{spec}: is a folder") from None
+    except OSError as exc:
+        raise InputError(f"{spec}: cannot read: {exc.strerror}") from exc
+
+
+class Source:
+    """An opened input: raw bytes counted and hashed, decompressed when gzipped, as text."""
+
+    def __init__(self, spec: str, progress: ProgressFn | None = None, name: str | None = None):
+        self.spec = spec
+        self.name = name or ("<stdin>" if spec == "-" else spec)
+        self.outer = CountingReader(open_raw(spec), progress)
+        buffered = io.BufferedReader(self.outer, buffer_size=READ_CHUNK)
+        self.gzipped = buffered.peek(2)[:2] == GZIP_MAGIC
+        self.inner: CountingReader | None = None
+        data: IO[bytes] = buffered
+        if self.gzipped:
+            self.inner = CountingReader(gzip.GzipFile(fileobj=buffered, mode="rb"))  # type: ignore[arg-type]
+            data = io.BufferedReader(self.inner, buffer_size=READ_CHUNK)
+        self.text = io.TextIOWrapper(data, encoding="utf-8", errors="strict", newline="")
+
+    def close(self) -> None:
+        if self.spec != "-":
+            self.text.close()
+
+    def items(self) -> Iterator[Item | Container]:
+        """The values of this source; read errors become InputError naming the source."""
+        try:
+            yield from items_of_text(self.name, self.text)
+        except UnicodeDecodeError as exc:
+            raise InputError(f"{self.name}: not UTF-8 text ({exc.reason})") from exc
+        except (OSError, EOFError) as exc:
+            if isinstance(exc, InputError):
+                raise
+            raise InputError(f"{self.name}: cannot read: {exc}") from exc
+
+
+# --------------------------------------------------------------------------- JSON streaming
+
+
+@dataclass(frozen=True)
+class WholeValue:
+    """A top-level value, decoded whole (a record, a manifest, a compact index's header)."""
+
+    line: int
+    value: Any
+    streamed_rows: bool = False  # its `errors` array went by as CompactRow events already
+
+
+@dataclass(frozen=True)
+class ArrayElement:
+    """One element of a top-level array (a per-repository file)."""
+
+    index: int
+    value: Any
+
+
+@dataclass(frozen=True)
+class CompactRow:
+    """One row of a compact index's `errors` array, streamed."""
+
+    index: int
+    dataset_version: str | None
+    value: Any
+
+
+JsonEvent = WholeValue | ArrayElement | CompactRow
+
+
+class Undecodable(Exception):
+    """A value JSON's grammar allows but the decoder refuses (a number of more than 4,300
+    digits, nesting deeper than the interpreter's stack): one bad record, skipped."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def undecodable_reason(exc: BaseException) -> str:
+    if isinstance(exc, RecursionError):
+        return "not valid JSON: nested too deep to read"
+    if "digits" in str(exc):
+        return "not valid JSON: a number of more than 4,300 digits"
+    return f"not valid JSON: {exc}"
+
+
+# Where a skipped value may end, outside and inside a string.
+_SKIP_OUTSIDE: Final = re.compile(r'["\[\]{},]')
+_SKIP_INSIDE: Final = re.compile(r'["\\]')
+
+
+class JsonStream:
+    """Incremental JSON values from text, without holding the whole file in memory."""
+
+    def __init__(self, text: TextReader, name: str) -> None:
+        self._text = text
+        self._name = name
+        self._buf = ""
+        self._pos = 0
+        self._eof = False
+        self.line = 1  # line of the next unread character
+        self._decoder = json.JSONDecoder()
+
+    def _fill(self, size: int = READ_CHUNK) -> bool:
+        if self._eof:
+            return False
+        chunk = self._text.read(size)
+        if not chunk:
+            self._eof = True
+            return False
+        self._buf = self._buf[self._pos :] + chunk
+        self._pos = 0
+        return True
+
+    def peek(self) -> str | None:
+        """The next non-whitespace character, or None at the end."""
+        while True:
+            buf, pos, n = self._buf, self._pos, len(self._buf)
+            while pos < n and buf[pos] in " \t\r\n\ufeff":
+                if buf[pos] == "\n":
+                    self.line += 1
+                pos += 1
+            self._pos = pos
+            if pos < n:
+                return buf[pos]
+            if not self._fill():
+                return None
+
+    def take(self, char: str) -> None:
+        if self.peek() != char:
+            found = self.peek()
+            raise self._error(f"expected {char!r}, found {found!r}" if found else "unexpected end")
+        self._pos += 1
+
+    def value(self) -> Any:
+        """Decode the next whole value, reading more text until it is complete. Raises
+        Undecodable, with the value skipped, when the decoder refuses a well-formed value."""
+        self.peek()
+        size = READ_CHUNK
+        while True:
+            try:
+                value, end = self._decoder.raw_decode(self._buf, self._pos)
+            except json.JSONDecodeError as exc:
+                if self._fill(size):
+                    size *= 2
+                    continue
+                raise self._error(exc.msg) from None
+            except (ValueError, RecursionError) as exc:
+                self._skip_value()
+                raise Undecodable(undecodable_reason(exc)) from None
+            at_end = end == len(self._buf) and not isinstance(value, dict | list | str)
+            if at_end and self._fill(size):  # a number or literal may continue in the next chunk
+                continue
+            self.line += self._buf.count("\n", self._pos, end)
+            self._pos = end
+            return value
+
+    def _skip_value(self) -> None:
+        """Move past one value without decoding it: brackets counted outside strings, escapes
+        skipped inside them, the buffer trimmed as it goes (memory stays flat)."""
+        depth = 0
+        inside = False
+        while True:
+            buf, pos, n = self._buf, self._pos, len(self._buf)
+            while pos < n:
+                found = (_SKIP_INSIDE if inside else _SKIP_OUTSIDE).search(buf, pos)
+                if found is None:
+                    pos = n
+                    break
+                char, at = found.group(), found.start()
+                if inside:
+                    if char == "\\":
+                        if at + 1 >= n:  # the escaped character comes with the next chunk
+                            pos = at
+                            break
+                        pos = at + 2
+                        continue
+                    inside, pos = False, at + 1
+                    if depth == 0:
+                        return self._advance(pos)
+                elif char == '"':
+                    inside, pos = True, at + 1
+                elif char in "[{":
+                    depth, pos = depth + 1, at + 1
+                elif depth == 0:  # a comma or the enclosing bracket ends a scalar
+                    return self._advance(at)
+                elif char == ",":
+                    pos = at + 1
+                else:
+                    depth, pos = depth - 1, at + 1
+                    if depth == 0:
+                        return self._advance(pos)
+            self._advance(pos)
+            if not self._fill():
+                raise self._error("unexpected end")
+
+    def _advance(self, pos: int) -> None:
+        self.line += self._buf.count("\n", self._pos, pos)
+        self._pos = pos
+
+    def _error(self, message: str) -> InputError:
+        return InputError(f"{self._name}:{self.line}: not valid JSON: {message}")
+
+    def events(self) -> Iterator[JsonEvent]:
+        """Top-level values; an array's elements and an object's `errors` array are streamed."""
+        while (char := self.peek()) is not None:
+            line = self.line
+            if char == "[":
+                self._pos += 1
+                for index, element in enumerate(self._array_items()):
+                    yield ArrayElement(index, element)
+                continue
+            if char != "{":
+                raise self._error(f"expected an object or array, found {char!r}")
+            self._pos += 1
+            obj: dict[str, Any] = {}
+            streamed = False
+            broken: Unparsable | None = None  # a member the decoder refused: one bad record
+            if self.peek() == "}":
+                self._pos += 1
+                yield WholeValue(line, obj)
+                continue
+            while True:
+                key = self.value()
+                if not isinstance(key, str):
+                    raise self._error("object keys must be strings")
+                self.take(":")
+                if key == "errors" and self.peek() == "[":
+                    self._pos += 1
+                    streamed = True
+                    version = obj.get("datasetVersion")
+                    version = version if isinstance(version, str) else None
+                    for index, row in enumerate(self._array_items()):
+                        yield CompactRow(index, version, row)
+                else:
+                    try:
+                        obj[key] = self.value()
+                    except Undecodable as exc:
+                        broken = broken or Unparsable(exc.reason)
+                separator = self.peek()
+                self._pos += 1
+                if separator == "}":
+                    break
+                if separator != ",":
+                    raise self._error(f"expected ',' or '}}', found {separator!r}")
+            yield WholeValue(line, broken or obj, streamed_rows=streamed)
+
+    def _array_items(self) -> Iterator[Any]:
+        if self.peek() == "]":
+            self._pos += 1
+            return
+        while True:
+            try:
+                item = self.value()
+            except Undecodable as exc:
+                item = Unparsable(exc.reason)
+            yield item
+            separator = self.peek()
+            self._pos += 1
+            if separator == "]":
+                return
+            if separator != ",":
+                raise self._error(f"expected ',' or ']', found {separator!r}")
+
+
+class _Chain(io.TextIOBase):
+    """Read one text stream, then another."""
+
+    def __init__(self, first: TextReader, second: TextReader) -> None:
+        self._streams = [first, second]
+
+    def read(self, size: int | None = -1, /) -> str:
+        size = -1 if size is None else size
+        while self._streams:
+            chunk = self._streams[0].read(size)
+            if chunk:
+                return chunk
+            self._streams.pop(0)
+        return ""
+
+
+def is_container(obj: dict[str, Any]) -> bool:
+    """A manifest (its `files`) or a compact index (its `errors`), not a record."""
+    return "errors" in obj or "files" in obj
+
+
+def items_of_text(name: str, text: IO[str]) -> Iterator[Item | Container]:
+    """Items of one decompressed source; a manifest comes out as a Container."""
+    first = text.readline(JSONL_PROBE_LIMIT)
+    stripped = first.strip().lstrip("\ufeff")
+    if stripped and stripped[0] not in "[{":
+        raise InputError(f"{name}:1: not JSON: the file starts with {stripped[:20]!r}")
+    if stripped.startswith("{"):
+        try:
+            obj = json.loads(stripped)
+        except (ValueError, RecursionError):
+            obj = None
+        if isinstance(obj, dict) and not is_container(obj):
+            yield from _items_of_jsonl(name, first, text)
+            return
+    yield from _items_of_stream(name, _Chain(io.StringIO(first), text))
+
+
+def _items_of_jsonl(name: str, first: str, text: IO[str]) -> Iterator[Item]:
+    """One JSON object a line; a line that is not JSON is a rejected record, not fatal."""
+    number = 0
+    for number, line in enumerate(_chain_lines(first, text), start=1):
+        stripped = line.strip()
+        if not stripped:
+            continue
+        try:
+            value = json.loads(stripped)
+        except json.JSONDecodeError as exc:
+            yield Item(name, number, Unparsable(f"not valid JSON: {exc.msg} (column {exc.colno})"))
+            continue
+        except (ValueError, RecursionError) as exc:
+            yield Item(name, number, Unparsable(undecodable_reason(exc)))
+            continue
+        yield Item(name, number, value)
+
+
+def _chain_lines(first: str, text: IO[str]) -> Iterator[str]:
+    yield first
+    yield from text
+
+
+def _items_of_stream(name: str, text: TextReader) -> Iterator[Item | Container]:
+    for event in JsonStream(text, name).events():
+        if isinstance(event, CompactRow):
+            yield Item(name, event.index, event.value, event.dataset_version, compact=True)
+        elif isinstance(event, ArrayElement):
+            yield Item(name, event.index, event.value)
+        elif event.streamed_rows:
+            continue  # the rest of a compact index: its rows were yielded already
+        elif isinstance(event.value, dict) and isinstance(event.value.get("files"), list | dict):
+            yield Container(name, event.value)
+        else:
+            yield Item(name, event.line, event.value)
