@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gzip
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -89,3 +91,33 @@ def http_mirror() -> Iterator[Any]:
     for server in servers:
         server.shutdown()
         server.server_close()
+
+
+def corpus_dir() -> Path | None:
+    """The shared corpus folder (KB_CORPUS, else ../shared/corpus), or None when absent."""
+    for candidate in (
+        Path(os.environ.get("KB_CORPUS", "")),
+        Path(__file__).resolve().parents[2] / "shared" / "corpus",
+        Path("/work/shared/corpus"),
+    ):
+        if (candidate / "records.jsonl.gz").is_file():
+            return candidate
+    return None
+
+
+@pytest.fixture(scope="session")
+def full_corpus_index(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """The matcher index of the whole shared corpus, built once per test session (~20 s) and
+    shared by every test that needs it; skipped when the corpus is not there."""
+    corpus = corpus_dir()
+    if corpus is None:
+        pytest.skip("the shared corpus is not available")
+    from kb.matcher import build_index, sources_from_records
+
+    def records() -> Iterator[dict[str, Any]]:
+        with gzip.open(corpus / "records.jsonl.gz", "rt", encoding="utf-8") as fh:
+            for line in fh:
+                yield json.loads(line)["record"]
+
+    cache = tmp_path_factory.mktemp("corpus-cache")
+    return build_index(sources_from_records(records()), cache, "corpus")

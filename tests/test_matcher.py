@@ -6,10 +6,8 @@ from __future__ import annotations
 import gzip
 import io
 import json
-import os
 import time
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +31,7 @@ from tests.answer_keys import (
     answers,
     best_answer,
 )
+from tests.conftest import corpus_dir
 
 FIXTURES = Path(__file__).parent / "fixtures" / "matcher"
 SITE = "/srv/app/.venv/lib/python3.11/site-packages"
@@ -536,35 +535,16 @@ def test_prepared_patterns_from_the_importer_are_used_as_given(tmp_path: Path) -
 # ---- the full shared corpus (skipped when ../shared is not there) ---------------------------
 
 
-def _corpus_dir() -> Path | None:
-    for candidate in (
-        Path(os.environ.get("KB_CORPUS", "")),
-        Path(__file__).resolve().parents[2] / "shared" / "corpus",
-        Path("/work/shared/corpus"),
-    ):
-        if (candidate / "records.jsonl.gz").is_file():
-            return candidate
-    return None
-
-
-def _corpus_records(corpus: Path) -> Iterator[dict[str, Any]]:
-    with gzip.open(corpus / "records.jsonl.gz", "rt", encoding="utf-8") as fh:
-        for line in fh:
-            yield json.loads(line)["record"]
-
-
 @pytest.fixture(scope="module")
-def corpus_index(
-    tmp_path_factory: pytest.TempPathFactory,
-) -> tuple[MatcherIndex, Path, dict[str, str]]:
-    """The full corpus's index, the corpus folder, and each record's messagePattern."""
-    corpus = _corpus_dir()
-    if corpus is None:
-        pytest.skip("the shared corpus is not available")
-    cache = tmp_path_factory.mktemp("corpus-cache")
-    patterns = {r["id"]: r.get("messagePattern") or "" for r in _corpus_records(corpus)}
-    index = build_index(sources_from_records(_corpus_records(corpus)), cache, "corpus")
-    return index, corpus, patterns
+def corpus_index(full_corpus_index: MatcherIndex) -> tuple[MatcherIndex, Path, dict[str, str]]:
+    """The session's one full-corpus index (conftest.py, shared with tests/test_drift.py), the
+    corpus folder, and each record's messagePattern (ties must share one)."""
+    corpus = corpus_dir()
+    assert corpus is not None  # full_corpus_index skips when it is missing
+    with gzip.open(corpus / "records.jsonl.gz", "rt", encoding="utf-8") as fh:
+        records = (json.loads(line)["record"] for line in fh)
+        patterns = {r["id"]: r.get("messagePattern") or "" for r in records}
+    return full_corpus_index, corpus, patterns
 
 
 @pytest.mark.parametrize("name", ["paste", "big"])
