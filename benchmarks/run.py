@@ -223,8 +223,7 @@ def rm_db(path: Path) -> None:
 
 
 def cache_dir(db: Path) -> Path:
-    from kb.config import resolve_database_url
-    from kb.quick import cache_dir_for
+    from kb.config import cache_dir_for, resolve_database_url
 
     return cache_dir_for(resolve_database_url(str(db)))
 

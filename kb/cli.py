@@ -262,7 +262,12 @@ def match(
 
     if as_json:
         fmt = "json"
-    index, fetch = open_for_matching(resolve_database_url(ctx.obj.get("db")))
+    url = resolve_database_url(ctx.obj.get("db"))
+    opened = open_for_matching(url)
+    if opened is None:  # the full path checks the schema (exit 3 if old) and builds the cache
+        kb = open_kb(ctx)
+        opened = kb.matcher(), kb.get_many
+    index, fetch = opened
     # A one-shot process: what is loaded by now lives until exit, and a big log makes tens of
     # thousands of short-lived containers: collecting less often (big.log at 150k records:
     # 20 ms in 49 collections -> 8 ms in 28).
@@ -351,6 +356,9 @@ def search(
     query = " ".join(words).strip() or None
     filters = Filters(repo, tag, error_class, code, error_type, severity)
     response = quick.search(resolve_database_url(ctx.obj.get("db")), query, filters, limit)
+    if response is None:  # not a SQLite file at the newest schema: the full path checks it
+        with open_kb(ctx) as kb:
+            response = kb.search_by(query, filters, limit)
     if as_json or fmt == "json":
         click.echo(render.to_json(response.as_dict()))
     elif not response.results:
@@ -547,8 +555,7 @@ def db_current(ctx: click.Context) -> None:
       kb db current
     """
     from kb import db
-    from kb.config import resolve_database_url
-    from kb.quick import HEAD_REVISION
+    from kb.config import HEAD_REVISION, resolve_database_url
 
     engine = db.make_engine(resolve_database_url(ctx.obj.get("db")))
     revision = db.current_revision(engine)

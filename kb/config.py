@@ -1,13 +1,20 @@
-"""Which database kb uses: `--db`, then KB_DATABASE_URL, then SQLite in the user data dir.
+"""Which database kb uses and where its files are, in the standard library only.
 
-A value with `://` is a SQLAlchemy URL; anything else is a path to a SQLite file.
+The database: `--db`, then KB_DATABASE_URL, then SQLite in the user data dir; a value with
+`://` is a SQLAlchemy URL, anything else a path to a SQLite file. Also the facts the cold path
+needs before (and instead of) SQLAlchemy: the schema revision a database must be at, the file of
+a SQLite URL, and the folder of a database's derived caches.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
+from typing import Final
 
+# The newest Alembic revision; tests/test_db.py proves it equals the scripts' head.
+HEAD_REVISION: Final = "0004"
 ENV_URL = "KB_DATABASE_URL"
 APP_NAME = "kb"
 DEFAULT_FILENAME = "kb.sqlite3"
@@ -36,3 +43,21 @@ def resolve_database_url(option: str | None = None) -> str:
     if env:
         return to_url(env)
     return to_url(default_database_path())
+
+
+def sqlite_file(url: str) -> Path | None:
+    """The file of a plain `sqlite:///path` URL, else None."""
+    prefix = "sqlite:///"
+    if not url.startswith(prefix) or "?" in url:
+        return None
+    path = url[len(prefix) :]
+    return None if not path or path == ":memory:" else Path(path)
+
+
+def cache_dir_for(url: str) -> Path:
+    """Where derived caches (the matcher index, the search vocabulary) of the database at
+    `url` live."""
+    from platformdirs import user_cache_dir
+
+    digest = hashlib.sha256(url.encode("utf-8")).hexdigest()[:16]
+    return Path(user_cache_dir(APP_NAME, appauthor=False)) / digest

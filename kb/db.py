@@ -1,4 +1,5 @@
-"""Engines, SQLite pragmas, and the schema's life: create at head, check, upgrade.
+"""Engines, SQLite pragmas, the schema's life (create at head, check, upgrade), and the
+key/value facts stored beside the records (`kb_meta`).
 
 A new empty database is created at the newest schema (`create_all`, then stamped);
 an older one must be upgraded with `kb db upgrade`, and every other command refuses it.
@@ -9,13 +10,23 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, event, inspect, text
+from sqlalchemy import (
+    Connection,
+    Engine,
+    create_engine,
+    event,
+    insert,
+    inspect,
+    select,
+    text,
+    update,
+)
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, SQLAlchemyError
 
+from kb.config import HEAD_REVISION
 from kb.errors import DatabaseError, SchemaOutOfDate
-from kb.models import Base
-from kb.quick import HEAD_REVISION
+from kb.models import META, Base
 
 # How long a command waits for another process's write lock before giving up (exit 3).
 BUSY_TIMEOUT_MS = 30_000
@@ -168,3 +179,16 @@ def upgrade(engine: Engine) -> tuple[str | None, str]:
     except SQLAlchemyError as exc:
         raise DatabaseError(f"upgrade of {describe(engine)} failed: {exc}") from exc
     return before, current_revision(engine) or HEAD_REVISION
+
+
+def set_meta(conn: Connection, key: str, value: str) -> None:
+    table = META
+    done = conn.execute(update(table).where(table.c.key == key).values(value=value)).rowcount
+    if not done:
+        conn.execute(insert(table).values(key=key, value=value))
+
+
+def get_meta(conn: Connection, key: str) -> str | None:
+    table = META
+    row = conn.execute(select(table.c.value).where(table.c.key == key)).first()
+    return None if row is None else str(row[0])

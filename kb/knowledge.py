@@ -14,19 +14,19 @@ from sqlalchemy import Engine, func, select
 from sqlalchemy.exc import OperationalError
 
 from kb import db
-from kb.config import resolve_database_url
+from kb.config import cache_dir_for, resolve_database_url
+from kb.db import get_meta
 from kb.errors import Ambiguous, DatabaseError, NotFound
 from kb.ingest import (
     DEFAULT_BATCH_SIZE,
     ImportReport,
     ProgressFn,
     RepositoryProgressFn,
-    get_meta,
     import_sources,
 )
 from kb.models import DATASET_SOURCES, IMPORT_RUNS, RECORDS, REPOSITORIES
-from kb.quick import cache_dir_for
-from kb.records import COLUMNS, REPOSITORY_FIELDS, Record
+from kb.records import COLUMNS, ID_RE, REPOSITORY_FIELDS, Record
+from kb.sql import SqlAlchemyRunner, read_revision, records_by_id
 
 if TYPE_CHECKING:
     from kb.matcher import MatcherIndex, MatchReport, PatternSource
@@ -101,13 +101,11 @@ class KnowledgeBase:
     def revision(self) -> str:
         """Changes whenever an import changed a record; caches of derived data key on it."""
         with self._connect() as conn:
-            return get_meta(conn, "revision") or "empty"
+            return read_revision(SqlAlchemyRunner(conn))
 
     def get(self, record_id: str) -> dict[str, Any] | None:
         """The record with this id in the dataset's own keys, or None."""
-        with self._connect() as conn:
-            row = conn.execute(select(RECORDS).where(RECORDS.c.id == record_id)).first()
-        return None if row is None else record_from_row(row).to_dataset()
+        return self.get_many([record_id]).get(record_id)
 
     def cache_dir(self) -> Path:
         """Where this knowledge base's derived caches (the matcher index) live."""
@@ -148,11 +146,7 @@ class KnowledgeBase:
         min_score: float | None = None,
     ) -> MatchReport:
         """Every known error in a log (text, bytes or a stream), best first."""
-        from kb.matcher import DEFAULT_MIN_SCORE
-
-        return self.matcher().match(
-            text, top=top, min_score=DEFAULT_MIN_SCORE if min_score is None else min_score
-        )
+        return self.matcher().match(text, top=top, min_score=min_score)
 
     def _pattern_sources(self) -> Iterator[PatternSource]:
         from kb.matcher import PatternSource
@@ -184,15 +178,9 @@ class KnowledgeBase:
                 )
 
     def get_many(self, ids: Iterable[str]) -> dict[str, dict[str, Any]]:
-        wanted = list(dict.fromkeys(ids))
-        out: dict[str, dict[str, Any]] = {}
+        """The records with these ids in the dataset's own keys; unknown ids are left out."""
         with self._connect() as conn:
-            for start in range(0, len(wanted), 500):
-                chunk = wanted[start : start + 500]
-                for row in conn.execute(select(RECORDS).where(RECORDS.c.id.in_(chunk))):
-                    record = record_from_row(row)
-                    out[record.id] = record.to_dataset()
-        return out
+            return records_by_id(SqlAlchemyRunner(conn), ids)
 
     def repository(self, repo: str) -> dict[str, Any] | None:
         """What the dataset's repos.json says of a repository, or None."""
@@ -203,7 +191,7 @@ class KnowledgeBase:
     def lookup(self, key: str) -> dict[str, Any]:
         """A record by id, slug, `repo/slug` or error code; Ambiguous when several fit."""
         key = key.strip()
-        record = self.get(key.lower()) if len(key) == 16 else None
+        record = self.get(key.lower()) if ID_RE.fullmatch(key.lower()) else None
         if record is not None:
             return record
         with self._connect() as conn:
@@ -251,11 +239,11 @@ class KnowledgeBase:
 
     def search_by(self, query: str | None, filters: Filters, limit: int = 10) -> SearchResponse:
         """`search` with the filters as one `kb.search.Filters` value."""
-        from kb.search import Searcher, SqlAlchemyRunner
+        from kb.search import Searcher
 
         with self._connect() as conn:
-            revision = get_meta(conn, "revision") or "empty"
-            searcher = Searcher(SqlAlchemyRunner(conn), self.cache_dir(), revision)
+            runner = SqlAlchemyRunner(conn)
+            searcher = Searcher(runner, self.cache_dir(), read_revision(runner))
             return searcher.search(query, filters, limit)
 
     def count(self) -> int:

@@ -16,15 +16,18 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import IO, cast
+from typing import IO, Final, cast
+
+from kb.text import ANSI_RE
 
 __all__ = [
-    "ANSI_RE",
     "BLOCK_BYTES",
+    "LEVELS",
     "Frame",
     "LineBlock",
     "blocks",
     "exception_of",
+    "level_of",
     "parse_frame",
     "split_lines",
     "starts_record",
@@ -51,15 +54,27 @@ JSON_MAX_CHARS = 1 << 20
 # Rows of one length looked at to decide whether they are wrapped.
 WRAP_SAMPLE = 64
 
-ANSI_RE = re.compile(
-    r"\x1b\[[0-?]*[ -/]*[@-~]"  # CSI: colours, cursor moves
-    r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)"  # OSC: titles, hyperlinks
-    r"|\x1b[PX^_][^\x1b]*\x1b\\"  # DCS/SOS/PM/APC strings
-    r"|\x1b[@-Z\\-_]"  # two-byte sequences
-    r"|\x9b[0-?]*[ -/]*[@-~]"  # 8-bit CSI
-    r"|\\(?:u001[bB]|x1[bB]|033|e)\[[0-?]*[ -/]*[@-~]"  # escaped in JSON or repr: "\u001b[91m"
-)
-ESCAPED_ESC_RE = re.compile(r"\\(?:u001[bB]|x1[bB]|033|e)\[")
+# Colour codes written out as text, as a JSON string or a repr carries them ("\u001b[91m"):
+# a log of JSON records has its colours this way (the real ones are kb.text.ANSI_RE).
+ESCAPED_ANSI_RE = re.compile(r"\\(?:u001[bB]|x1[bB]|033|e)\[[0-?]*[ -/]*[@-~]")
+# Log levels as loggers print them, each with the level it stands for (syslog's ERR, Java's
+# SEVERE); LEVEL_WORDS is the same vocabulary for regexes.
+LEVELS: Final = {
+    "TRACE": "TRACE",
+    "DEBUG": "DEBUG",
+    "INFO": "INFO",
+    "NOTICE": "NOTICE",
+    "WARN": "WARN",
+    "WARNING": "WARN",
+    "ERROR": "ERROR",
+    "ERR": "ERROR",
+    "CRITICAL": "CRITICAL",
+    "FATAL": "FATAL",
+    "SEVERE": "ERROR",
+    "PANIC": "PANIC",
+}
+LEVEL_WORDS: Final = "|".join(LEVELS)
+LEVEL_RE = re.compile(r"\b(" + LEVEL_WORDS + r")\b", re.I)
 
 # One prefix at a time, repeated: "svc-1  | 2026-03-14T08:00:00Z ERROR [worker] ...".
 PREFIX_RE = re.compile(
@@ -69,7 +84,7 @@ PREFIX_RE = re.compile(
     r"|\[?\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)?\]? ?"  # vLLM: "INFO 03-14 08:00:01 "
     r"|\[?\d\d:\d\d:\d\d(?:[.,]\d+)?\]? "
     r"|[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d [\w.\-]+ [\w.\-/]+(?:\[\d+\])?: "  # syslog
-    r"|\[?(?:TRACE|DEBUG|INFO|NOTICE|WARN|WARNING|ERROR|ERR|CRITICAL|FATAL|SEVERE|PANIC)\]?:? +"
+    r"|\[?(?:" + LEVEL_WORDS + r")\]?:? +"  # "ERROR ", "[WARN] ", "INFO: "
     r"|\[[\w.\-/:]{1,60}\] "  # "[http] ", "[loggers.py:123] ", "[worker-3] "
     r"|E {1,24}(?=\S)"  # pytest's failure lines, indented like the code above them
     r"|> ?"  # a quoted paste (email, markdown): "> ", "> > "
@@ -84,7 +99,6 @@ EXCEPTION_RE = re.compile(
     r"(?:[A-Z]\w*)?(?:Error|Exception|Warning|Exit|Interrupt|Fault|Failure|Failed|Invalid|Missing"
     r"|NotFound|Denied|Timeout|Iteration|Configured|Panic))(?::(?: |$)|$)"
 )
-TRACEBACK_RE = re.compile(r"Traceback \(most recent call last\):|^-{20,}$")
 
 _FRAME_RES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("python", re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d+)(?:, in (?P<func>.+))?')),
@@ -180,9 +194,12 @@ def parse_frame(line: str) -> Frame | None:
 
 
 def strip_ansi(text: str) -> str:
+    """The text without colour codes, real or written out; the same object if it had none."""
     # Single-character tests first: they run at memory speed on a many-megabyte block.
-    if "\x1b" in text or "\x9b" in text or ("\\" in text and ESCAPED_ESC_RE.search(text)):
-        return ANSI_RE.sub("", text)
+    if "\x1b" in text or "\x9b" in text:
+        text = ANSI_RE.sub("", text)
+    if "\\" in text and ESCAPED_ANSI_RE.search(text):
+        text = ESCAPED_ANSI_RE.sub("", text)
     return text
 
 
@@ -198,6 +215,13 @@ def strip_prefix(line: str) -> str:
             break
         pos = m.end()
     return line[pos:] if pos else line
+
+
+def level_of(line: str) -> str | None:
+    """The log level in a line's prefix ("2026-... WARNING [x] msg" -> "WARN"), if any."""
+    bare = strip_prefix(line)
+    m = LEVEL_RE.search(line, 0, len(line) - len(bare))
+    return LEVELS[m.group(1).upper()] if m else None
 
 
 @functools.lru_cache(maxsize=16)

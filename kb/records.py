@@ -254,7 +254,6 @@ FIELDS: Final[tuple[FieldSpec, ...]] = (
     FieldSpec("schemaVersion", "schema_version", _int()),
 )
 KEY_TO_COLUMN: Final = {spec.key: spec.column for spec in FIELDS}
-COLUMN_TO_KEY: Final = {spec.column: spec.key for spec in FIELDS}
 COLUMNS: Final = tuple(spec.column for spec in FIELDS)
 _COLUMN_VALUES: Final = operator.itemgetter(*COLUMNS)
 

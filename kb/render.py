@@ -12,14 +12,9 @@ import textwrap
 from collections.abc import Iterable
 from typing import Any, Final
 
-# CSI/OSC/other escape sequences, then any remaining C0/C1 control character but \n and \t.
-ANSI_RE: Final = re.compile(
-    r"\x1b\[[0-?]*[ -/]*[@-~]"  # CSI ... final byte
-    r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"  # OSC ... BEL or ST
-    r"|\x1b[PX^_][^\x1b]*(?:\x1b\\)?"  # DCS/SOS/PM/APC ... ST
-    r"|\x1b[@-Z\\-_]"  # two-byte escapes
-    r"|\x9b[0-?]*[ -/]*[@-~]"  # 8-bit CSI
-)
+from kb.text import ANSI_RE, clip
+
+# Escape sequences (kb.text.ANSI_RE), then any remaining C0/C1 control character but \n and \t.
 CONTROL_RE: Final = re.compile(
     r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069]"
 )
@@ -258,8 +253,8 @@ MATCH_TEXT_CHARS: Final = 300  # a matched line is shown up to this; some messag
 
 
 def _clip(text: object, limit: int = MATCH_TEXT_CHARS) -> str:
-    value = safe(text, multiline=False)
-    return value if len(value) <= limit else value[: limit - 1] + "…"
+    """Dataset or log text as one safe line, clipped."""
+    return clip(safe(text, multiline=False), limit)
 
 
 def _captured(match: Any) -> str:

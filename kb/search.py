@@ -4,22 +4,23 @@ SQLite answers from its FTS5 index (ranked by bm25); other databases get a porta
 slower word search until their own index is wired up. Whatever the user types becomes
 quoted FTS phrases and bound parameters, never query syntax or SQL.
 
-The SQL here is plain text with `?` parameters run through a `Runner`, so the same searcher
-works on a SQLAlchemy connection and, for a cold `kb search`, on the standard library's
-sqlite3 without importing SQLAlchemy at all.
+The SQL here is plain text with `?` parameters run through a `kb.sql.Runner`, so the same
+searcher works on a SQLAlchemy connection and, for a cold `kb search`, on the standard
+library's sqlite3 without importing SQLAlchemy at all.
 """
 
 from __future__ import annotations
 
 import os
 import re
-import sqlite3
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
 from kb.records import ID_RE
+from kb.sql import Runner
+from kb.text import clip
 
 # The FTS5 columns, in the order of the index (kb/models.py FTS_COLUMNS, checked by a test).
 # bm25 weight per column: the message and code are what people paste, so they count most;
@@ -52,40 +53,6 @@ CONTROL_RE: Final = re.compile(r"[\x00-\x1f\x7f-\x9f]+")
 RESULT_COLUMNS: Final = (
     "r.id, r.repo, r.slug, r.error_message, r.error_class, r.error_code, r.documentation"
 )
-
-
-class Runner(Protocol):
-    """Runs one SQL statement with `?` parameters and returns its rows as tuples."""
-
-    fts: bool  # SQLite with the FTS5 index
-
-    def rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]: ...
-
-
-class SqliteRunner:
-    """The standard library's sqlite3 (the cold path), or a SQLAlchemy connection's own."""
-
-    fts = True
-
-    def __init__(self, conn: sqlite3.Connection) -> None:
-        self.conn = conn
-
-    def rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        return self.conn.execute(sql, tuple(params)).fetchall()
-
-
-class SqlAlchemyRunner:
-    """Any SQLAlchemy connection; `?` becomes the driver's own placeholder."""
-
-    def __init__(self, conn: Any) -> None:
-        self.conn = conn
-        self.fts = conn.dialect.name == "sqlite"
-        self.qmark = conn.dialect.paramstyle == "qmark"
-
-    def rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        if not self.qmark:
-            sql = sql.replace("%", "%%").replace("?", "%s")
-        return [tuple(row) for row in self.conn.exec_driver_sql(sql, tuple(params))]
 
 
 @dataclass(frozen=True)
@@ -183,7 +150,7 @@ def summary_of(documentation: str | None) -> str:
     cut = re.search(r"(?<=[.!?])\s", text)
     if cut and cut.start() <= SUMMARY_CHARS:
         text = text[: cut.start()]
-    return text if len(text) <= SUMMARY_CHARS else text[: SUMMARY_CHARS - 1] + "…"
+    return clip(text, SUMMARY_CHARS)
 
 
 def _result(row: tuple[Any, ...], score: float) -> SearchResult:

@@ -15,9 +15,8 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import inspect
 
 from kb import db
-from kb.config import resolve_database_url, to_url
+from kb.config import HEAD_REVISION, resolve_database_url, to_url
 from kb.models import Base
-from kb.quick import HEAD_REVISION
 from tests.conftest import RECORDS40, SEED, corpus_records, seed_record
 
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
+from typing import Any
 
 import click
 import pytest
@@ -15,7 +17,6 @@ README = (Path(__file__).parent.parent / "README.md").read_text()
 
 def all_commands() -> list[tuple[str, click.Command]]:
     out: list[tuple[str, click.Command]] = []
-    assert isinstance(cli, click.Group)
     for name, command in cli.commands.items():
         if isinstance(command, click.Group):
             out.extend((f"{name} {sub}", c) for sub, c in command.commands.items())
@@ -44,3 +45,20 @@ def test_ci_runs_the_readme_test_command() -> None:
     readme_commands = [line for line in README.splitlines() if line.startswith("python3 -m venv")]
     assert len(readme_commands) >= 2
     assert readme_commands[1] in ci.splitlines()
+
+
+def test_readme_names_every_key_that_kb_match_json_emits(invoke: Any) -> None:
+    from tests.conftest import SEED
+    from tests.test_match_cli import LOG
+
+    assert invoke("import", str(SEED)).exit_code == 0
+    out = json.loads(invoke("match", "--json", input=LOG).stdout)
+    keys = {*out, *out["stats"], *(key for match in out["matches"] for key in match)}
+    section = README[README.index("### `kb match") : README.index("### `kb search")]
+    assert [k for k in sorted(keys) if f"`{k}`" not in section and f'"{k}"' not in section] == []
+
+
+def test_readme_layout_gives_every_module_its_line() -> None:
+    root = Path(__file__).parent.parent
+    modules = sorted(str(path.relative_to(root)) for path in (root / "kb").rglob("*.py"))
+    assert [m for m in modules if f"| `{m}` |" not in README] == []

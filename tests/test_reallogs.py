@@ -2,9 +2,11 @@
 make them (timestamps, ANSI, CRLF, compose prefixes, pytest and Jupyter reports, wrapping),
 several errors at once, reworded messages, and clean logs that must come back empty.
 
-Two sets, each with its answer keys and the corpus records of its repositories (see each
-folder's README for how they were captured): tests/fixtures/reallogs/ and a second set from
-other libraries and log shapes, tests/fixtures/heldout/, made separately from the first.
+Two development sets, each with its answer keys and the corpus records of its repositories (see
+each folder's README for how they were captured): tests/fixtures/reallogs/ and a second one
+from other libraries and log shapes, tests/fixtures/heldout/. The second was made apart from
+the first, but the matcher has been tuned on it since: it is no longer held out, and a score on
+it says no more than one on the first.
 """
 
 from __future__ import annotations
@@ -16,10 +18,12 @@ from typing import Any
 import pytest
 
 from kb.knowledge import KnowledgeBase
+from tests.answer_keys import accepts, lines_of
 
 FIXTURES = Path(__file__).parent / "fixtures"
 REALLOGS = FIXTURES / "reallogs"
-SETS = ("reallogs", "heldout")
+# Each set's folder, and the name its tests carry.
+SETS = {"reallogs": "first-dev-set", "heldout": "second-dev-set"}
 LOGS = [
     (folder, path.name.removesuffix(".expected.json"))
     for folder in SETS
@@ -51,20 +55,6 @@ def expected_of(name: str, folder: str = "reallogs") -> dict[str, Any]:
     return json.loads((FIXTURES / folder / f"{name}.expected.json").read_text())
 
 
-def lines_of(match: Any) -> set[int]:
-    return {match.line, *range(match.line, match.end_line + 1), *match.other_lines}
-
-
-def accepts(match: Any, entry: dict[str, Any]) -> bool:
-    """The match names the expected record, or one the answer key says is equally right."""
-    right = {entry["id"], *entry.get("alternatives", [])}
-    if match.id in right or entry["id"] in match.duplicates:
-        return True
-    if entry.get("method") == "fuzzy":
-        return entry["id"] in {alt for alt, _score in match.alternatives}
-    return False
-
-
 @pytest.mark.parametrize(
     ("folder", "name"),
     [
@@ -74,7 +64,7 @@ def accepts(match: Any, entry: dict[str, Any]) -> bool:
             marks=[pytest.mark.xfail(reason=KNOWN_MISSES[folder, name], strict=True)]
             if (folder, name) in KNOWN_MISSES
             else [],
-            id=f"{folder}/{name}",
+            id=f"{SETS[folder]}/{name}",
         )
         for folder, name in LOGS
     ],
@@ -101,7 +91,7 @@ def test_every_expected_error_is_found_at_its_line_and_nothing_else(
     assert not extra, f"{name}: unexpected matches {extra}"
 
 
-@pytest.mark.parametrize("folder", SETS)
+@pytest.mark.parametrize("folder", list(SETS), ids=list(SETS.values()))
 def test_each_set_has_clean_logs_reworded_ones_and_several_errors_at_once(folder: str) -> None:
     keys = [expected_of(name, f) for f, name in LOGS if f == folder]
     assert sum(1 for key in keys if not key["expected"]) >= 5

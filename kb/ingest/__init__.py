@@ -21,6 +21,7 @@ from sqlalchemy import Engine, delete, insert, select, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
+from kb.db import set_meta
 from kb.errors import DatabaseError, InputError
 from kb.ingest.checked import checked_copy, remove_copies
 from kb.ingest.importer import DEFAULT_BATCH_SIZE, Importer
@@ -34,7 +35,7 @@ from kb.ingest.site import (
     read_manifest,
     repository_file,
 )
-from kb.models import DATASET_SOURCES, IMPORT_RUNS, META
+from kb.models import DATASET_SOURCES, IMPORT_RUNS
 from kb.records import Record
 
 __all__ = [
@@ -45,9 +46,7 @@ __all__ = [
     "RepositoryProgressFn",
     "SourceFailure",
     "expand_inputs",
-    "get_meta",
     "import_sources",
-    "set_meta",
     "total_bytes",
 ]
 
@@ -324,16 +323,3 @@ def _shown(spec: str) -> str:
         return spec
     host = parts.netloc.rpartition("@")[2]
     return urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))
-
-
-def set_meta(conn: Connection, key: str, value: str) -> None:
-    table = META
-    done = conn.execute(update(table).where(table.c.key == key).values(value=value)).rowcount
-    if not done:
-        conn.execute(insert(table).values(key=key, value=value))
-
-
-def get_meta(conn: Connection, key: str) -> str | None:
-    table = META
-    row = conn.execute(select(table.c.value).where(table.c.key == key)).first()
-    return None if row is None else str(row[0])

@@ -1,0 +1,372 @@
+"""Building the matcher's cache: every record's pattern prepared, the prefilter compiled.
+
+The only part of the matcher that needs kb.patterns (to prepare patterns), hashlib and
+tempfile; a match only reads what this wrote (kb.matcher.cache). Run once per knowledge-base
+revision, right after an import.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import gc
+import hashlib
+import json
+import os
+import sqlite3
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+import hyperscan
+
+from kb import logtext
+from kb.matcher.cache import (
+    CACHE_FILE,
+    CODE,
+    FORMAT_VERSION,
+    INDEXES,
+    MARKERS,
+    PATTERN,
+    SCHEMA,
+    TEMPLATE_MIN_CHARS,
+    normalize_template,
+)
+from kb.patterns import (
+    GENERIC_LITERAL_CHARS,
+    MIN_KEY_CHARS,
+    PreparedPattern,
+    has_nested_repeat,
+    message_pieces,
+    prepare,
+    relax,
+)
+from kb.sql import select_in
+
+if TYPE_CHECKING:
+    from kb.matcher.index import MatcherIndex
+
+# A temporary cache file this old is left over from a killed build.
+STALE_TMP_SECONDS: Final = 3600
+# Records a build holds before writing them to the cache: bounds its memory, amortises inserts.
+BUILD_CHUNK = 2_000
+# Keys per Hyperscan database. Compiling takes about 2.2 KB a key (measured: 100k keys 215 MB,
+# 250k keys 537 MB, the 1M-record corpus's 669k keys 1.5 GB); shards of this size keep
+# `kb import` (the import, then this build, in one process) under 300 MB at a million records
+# (64k: 301 MB), and each further shard costs one more pass over a log (about 25 ms on a 22 MB
+# log, run in a thread beside the Python work), so shards are as few and as even as this allows.
+SHARD_KEYS = 56_000
+# Words shaped like codes that name log levels, outcomes or protocols, never error codes.
+NOT_CODES: Final = frozenset(logtext.LEVELS) | {
+    "OK", "FAIL", "FAILED", "FAILURE", "SUCCESS", "PASS", "PASSED", "TRUE", "FALSE", "NONE",
+    "NULL", "GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS", "HTTP", "HTTPS", "UTC",
+    "GMT", "JSON", "XML", "SQL", "API", "URL",
+}  # fmt: skip
+MIN_CODE_CHARS: Final = 3  # shorter codes ("E1") are everywhere in logs
+
+
+@dataclass(frozen=True)
+class PatternSource:
+    """One record, as the matcher needs it."""
+
+    id: str
+    repo: str
+    message_pattern: str
+    error_message: str
+    error_class: str | None
+    error_code: str | None
+    file_path: str
+    line_number: int
+    prepared: PreparedPattern | None = None
+
+
+def sources_from_records(records: Iterable[dict[str, Any]]) -> Iterator[PatternSource]:
+    """PatternSource for dataset records in their own keys (what the importer and tests have)."""
+    for rec in records:
+        yield PatternSource(
+            id=rec["id"],
+            repo=rec.get("repo", ""),
+            message_pattern=rec.get("messagePattern") or "",
+            error_message=rec.get("errorMessage") or "",
+            error_class=rec.get("errorClass"),
+            error_code=rec.get("errorCode"),
+            file_path=rec.get("filePath") or "",
+            line_number=int(rec.get("lineNumber") or 0),
+        )
+
+
+def fuzzy_template(error_message: str) -> str:
+    """The literal words of a message template, as the near-miss search compares them."""
+    literal = " ".join(p for p in message_pieces(error_message) if p is not None)
+    return normalize_template(literal)
+
+
+def build_index(sources: Iterable[PatternSource], cache_dir: Path, revision: str) -> MatcherIndex:
+    """write_index, then load what it wrote."""
+    from kb.matcher.index import load_index
+
+    write_index(sources, cache_dir, revision)
+    index = load_index(cache_dir, revision)
+    if index is None:  # pragma: no cover - we just wrote it
+        raise RuntimeError(f"the matcher cache in {cache_dir} could not be read back")
+    return index
+
+
+def write_index(
+    sources: Iterable[PatternSource],
+    cache_dir: Path,
+    revision: str,
+    progress: Callable[[int], None] | None = None,
+) -> None:
+    """Prepare every pattern, compile the prefilter and write the cache for `revision`
+    (atomically: a temp file renamed over the old one). `progress`, if given, is called with
+    the number of records done since its last call (for a progress bar)."""
+    gc.collect()  # what an import just before left: the compiles below need the room
+    release_memory()
+    cache_dir = Path(cache_dir)
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    for stale in cache_dir.glob(".matcher-*.tmp"):
+        # left by a build that was killed; a running build's file is younger than this
+        with contextlib.suppress(OSError):
+            if time.time() - stale.stat().st_mtime > STALE_TMP_SECONDS:
+                stale.unlink()
+    started = time.perf_counter()
+    fd, tmp_name = tempfile.mkstemp(prefix=".matcher-", suffix=".tmp", dir=cache_dir)
+    os.close(fd)
+    tmp = Path(tmp_name)
+    try:
+        con = sqlite3.connect(tmp)
+        con.execute("PRAGMA journal_mode=OFF")
+        con.execute("PRAGMA synchronous=OFF")
+        con.executescript(SCHEMA)
+        writer = _RowWriter(con)
+        pending: list[tuple[int, PatternSource, PreparedPattern, int | None]] = []
+        n_records = 0
+        for rec_idx, src in enumerate(sources):
+            n_records = rec_idx + 1
+            prep = src.prepared or prepare(src.message_pattern, src.error_message)
+            pending.append((rec_idx, src, prep, _pattern_digest(prep)))
+            if len(pending) >= BUILD_CHUNK:
+                writer.write(pending)
+                if progress is not None:
+                    progress(len(pending))
+                pending.clear()
+        writer.write(pending)
+        if progress is not None and pending:
+            progress(len(pending))
+        kinds = writer.finish()
+        meta = {
+            "format": str(FORMAT_VERSION),
+            "revision": revision,
+            "records": str(n_records),
+            "patterns": str(writer.n_patterns),
+            "kinds": json.dumps(_kind_ranges(kinds)),
+            "packages": json.dumps(sorted(writer.packages)),
+            "built_s": f"{time.perf_counter() - started:.3f}",
+        }
+        con.executemany("INSERT INTO meta VALUES (?,?)", list(meta.items()))
+        con.execute("INSERT INTO fuzzy SELECT t, p FROM fz ORDER BY rowid")
+        con.executescript(INDEXES)
+        con.commit()
+        con.close()
+        os.replace(tmp, cache_dir / CACHE_FILE)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def _pattern_digest(prep: PreparedPattern) -> int | None:
+    """A 64-bit digest of (engine, regex) that recognises a pattern seen in an earlier chunk
+    (None for a record that cannot match by pattern)."""
+    if prep.regex is None or not prep.keys:
+        return None
+    digest = hashlib.blake2b(
+        f"{prep.engine}\0{prep.regex}".encode("utf-8", "surrogatepass"), digest_size=8
+    ).digest()
+    return int.from_bytes(digest, signed=True)  # an SQLite INTEGER
+
+
+class _RowWriter:
+    """Writes records and their patterns to the cache a chunk at a time, then the keys.
+
+    Streamed: rows go to the cache in chunks and the per-key / per-pattern lists are grouped by
+    SQLite at the end, so memory stays flat in the record count (what grows in Python is the
+    error codes and the kind of each key)."""
+
+    def __init__(self, con: sqlite3.Connection) -> None:
+        self.con = con
+        con.executescript(
+            """
+            CREATE TEMP TABLE prec (p INTEGER, rec INTEGER);
+            CREATE TEMP TABLE kp (key TEXT, p INTEGER);
+            CREATE TEMP TABLE fz (t TEXT PRIMARY KEY, p INTEGER);
+            CREATE TEMP TABLE pid (ident INTEGER PRIMARY KEY, p INTEGER);
+            """
+        )
+        self.n_patterns = 0
+        self.codes: dict[str, list[int]] = {}
+        self.packages: set[str] = set()
+
+    def write(self, chunk: list[tuple[int, PatternSource, PreparedPattern, int | None]]) -> None:
+        """Number the chunk's patterns, one row per distinct (engine, regex): a pattern is
+        recognised across chunks by its digest looked up in SQLite, so no map of every
+        pattern stays in Python (70 MB at 1M records)."""
+        con = self.con
+        known: dict[int, int] = {
+            ident: p_idx
+            for ident, p_idx in select_in(
+                con.execute,
+                "SELECT ident, p FROM pid WHERE ident IN ({marks})",
+                {digest for *_, digest in chunk if digest is not None},
+            )
+        }
+        new_idents: list[tuple[int, int]] = []
+        pattern_rows: list[tuple[Any, ...]] = []
+        prec_rows: list[tuple[int, int]] = []
+        kp_rows: list[tuple[str, int]] = []
+        fz_rows: list[tuple[str, int]] = []
+        record_rows: list[tuple[Any, ...]] = []
+        file_rows: list[tuple[str, int, int]] = []
+        for rec_idx, src, prep, ident in chunk:
+            if ident is not None and prep.regex is not None:
+                p_idx = known.get(ident)
+                if p_idx is None:
+                    p_idx = known[ident] = self.n_patterns
+                    self.n_patterns += 1
+                    new_idents.append((ident, p_idx))
+                    guarded = prep.engine == "guarded"
+                    pattern_rows.append(
+                        (
+                            p_idx,
+                            prep.regex,
+                            prep.engine,
+                            int(prep.generic),
+                            prep.literal_chars,
+                            prep.key_line,
+                            prep.newlines,
+                            json.dumps(prep.placeholder_names),
+                            relax(prep.regex) if guarded else None,
+                            int(has_nested_repeat(prep.regex) if guarded else 0),
+                            json.dumps(prep.keys[1:]),
+                        )
+                    )
+                    key = prep.keys[0]
+                    if len(key.strip()) >= MIN_KEY_CHARS:
+                        kp_rows.append((key, p_idx))
+                    if prep.literal_chars >= GENERIC_LITERAL_CHARS:
+                        template = fuzzy_template(src.error_message)
+                        if len(template) >= TEMPLATE_MIN_CHARS:
+                            fz_rows.append((template, p_idx))
+                prec_rows.append((p_idx, rec_idx))
+            code = src.error_code
+            if code and len(code) >= MIN_CODE_CHARS and code not in NOT_CODES:
+                self.codes.setdefault(code, []).append(rec_idx)
+            path = src.file_path.replace("\\", "/").lstrip("./")
+            if path:
+                file_rows.append((path, src.line_number, rec_idx))
+                if "/" in path:
+                    self.packages.add(path.split("/", 1)[0])
+            record_rows.append(
+                (rec_idx, src.id, src.error_class, path, src.line_number, src.error_message)
+            )
+        con.executemany("INSERT INTO pid VALUES (?,?)", new_idents)
+        con.executemany("INSERT INTO patterns VALUES (?,?,?,?,?,?,?,?,'[]',?,?,?)", pattern_rows)
+        con.executemany("INSERT INTO prec VALUES (?,?)", prec_rows)
+        con.executemany("INSERT INTO kp VALUES (?,?)", kp_rows)
+        con.executemany("INSERT OR IGNORE INTO fz VALUES (?,?)", fz_rows)
+        con.executemany("INSERT INTO records VALUES (?,?,?,?,?,?)", record_rows)
+        con.executemany("INSERT INTO files VALUES (?,?,?)", file_rows)
+
+    def finish(self) -> list[str]:
+        """Group each pattern's records, then number the keys and compile them shard by
+        shard. Hyperscan ids: pattern keys (in the order they were first seen) first, then
+        codes, then the markers. Returns the kind of every key id."""
+        con = self.con
+        con.executescript(
+            """
+            CREATE INDEX temp.prec_p ON prec (p, rec);
+            UPDATE patterns SET records =
+                (SELECT json_group_array(rec) FROM prec WHERE prec.p = patterns.idx);
+            """
+        )
+        codes = self.codes
+        con.executemany(
+            "INSERT INTO codes VALUES (?,?)", [(c, r) for c, rs in codes.items() for r in rs]
+        )
+        (n_pattern_keys,) = con.execute("SELECT COUNT(DISTINCT key) FROM kp").fetchone()
+        n_keys = n_pattern_keys + len(codes) + len(MARKERS)
+        n_shards = max(1, -(-n_keys // SHARD_KEYS))
+        shards = _ShardWriter(con, -(-n_keys // n_shards))
+        grouped = con.execute(
+            """
+            SELECT key, json_group_array(p), MIN(r) AS first
+            FROM (SELECT key, p, rowid AS r FROM kp ORDER BY key, rowid)
+            GROUP BY key ORDER BY first
+            """
+        )
+        while chunk := grouped.fetchmany(BUILD_CHUNK):
+            for key, patterns, _first in chunk:
+                shards.add(key, PATTERN, patterns)
+        for code in codes:
+            shards.add(code, CODE, "[]")
+        for marker, kind in MARKERS:
+            shards.add(marker, kind, "[]")
+        shards.flush()
+        return shards.kinds
+
+
+class _ShardWriter:
+    """Numbers keys, writes them to the keys table and compiles every `size` of them into one
+    Hyperscan database (a row of shards), so a build holds one shard's keys at a time."""
+
+    def __init__(self, con: sqlite3.Connection, size: int) -> None:
+        self.con = con
+        self.size = size
+        self.rows: list[tuple[int, str, str]] = []
+        self.kinds: list[str] = []
+        self.shards = 0
+
+    def add(self, key: str, kind: str, patterns: str) -> None:
+        self.rows.append((len(self.kinds), key, patterns))
+        self.kinds.append(kind)
+        if len(self.rows) >= self.size:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self.rows:
+            return
+        self.con.executemany("INSERT INTO keys VALUES (?,?,?)", self.rows)
+        db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+        expressions = [key.encode("utf-8") for _, key, _ in self.rows]
+        db.compile(
+            expressions=expressions,
+            ids=[key_id for key_id, _, _ in self.rows],
+            elements=len(expressions),
+            flags=[0] * len(expressions),
+            literal=True,
+        )
+        self.rows.clear()
+        del expressions
+        self.con.execute("INSERT INTO shards VALUES (?, ?)", (self.shards, hyperscan.dumpb(db)))
+        self.shards += 1
+        del db
+        release_memory()
+
+
+def release_memory() -> None:
+    """Hand the memory a shard's compile freed back to the system. glibc keeps it otherwise,
+    fragmented by what is allocated in between, and each later shard's peak starts higher."""
+    with contextlib.suppress(OSError, AttributeError):  # not glibc: nothing to do
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+
+
+def _kind_ranges(kinds: list[str]) -> list[list[Any]]:
+    """Runs of equal kinds as [first_id, kind]: keys are written grouped by kind."""
+    out: list[list[Any]] = []
+    for i, kind in enumerate(kinds):
+        if not out or out[-1][1] != kind:
+            out.append([i, kind])
+    return out

@@ -1,0 +1,305 @@
+"""The matcher's cache file: its format, opening it for a revision, and reading its rows.
+
+One SQLite file, `<cache_dir>/matcher.sqlite3`, written by kb.matcher.build to a temp file and
+renamed over the old one:
+  meta      format, revision, counts, the key-id ranges per kind, known packages
+  shards    the serialised Hyperscan literal databases (kb.matcher.prefilter)
+  keys      Hyperscan id -> key text and the patterns whose best key it is
+  patterns  the prepared regex, engine, generic, literal_chars, key_line, newlines, placeholder
+            names, records, relaxed form (guarded only), the other required literal pieces
+  records   id, class, filePath, lineNumber and message of each record
+  files     filePath -> (lineNumber, record); codes: code -> record
+  fuzzy     message templates for near misses (read only when a log needs them)
+A cold match reads meta and the shards (13 MB at 150k records, 85 MB at 1M) and then only the
+rows its candidates need, through a CacheReader, which keeps what it read.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from kb.logtext import Frame
+from kb.sql import select_in
+
+# Bumped whenever what is written changes; a cache of another format is rebuilt.
+# 10: no traceback marker key, no unread columns (keys.kind, records.repo/error_code/pattern).
+FORMAT_VERSION = 10
+CACHE_FILE: Final = "matcher.sqlite3"
+SCHEMA: Final = """
+    CREATE TABLE meta (k TEXT PRIMARY KEY, v BLOB);
+    CREATE TABLE shards (n INTEGER PRIMARY KEY, hsdb BLOB);
+    CREATE TABLE keys (idx INTEGER PRIMARY KEY, key TEXT, patterns TEXT);
+    CREATE TABLE patterns (
+        idx INTEGER PRIMARY KEY, regex TEXT, engine TEXT, generic INTEGER,
+        literal_chars INTEGER, key_line INTEGER, newlines INTEGER, names TEXT,
+        records TEXT, relaxed TEXT, nested INTEGER, others TEXT);
+    CREATE TABLE records (
+        idx INTEGER PRIMARY KEY, id TEXT, error_class TEXT, file_path TEXT,
+        line_number INTEGER, error_message TEXT);
+    CREATE TABLE files (file_path TEXT, line_number INTEGER, rec INTEGER);
+    CREATE TABLE codes (code TEXT, rec INTEGER);
+    CREATE TABLE fuzzy (t TEXT, p INTEGER);
+"""
+# Covering indexes, made once the rows are in: a frame's file can have thousands of records
+# (1M-record corpus), and a cold match then reads them from the index alone.
+INDEXES: Final = """
+    CREATE INDEX files_path ON files (file_path, line_number, rec);
+    CREATE INDEX codes_code ON codes (code, rec);
+"""
+# The kinds of key, in the order their ids are given: patterns' literal keys, the error codes
+# the records know, then MARKERS, literal text that shows a line is a frame or an error.
+PATTERN, CODE, FRAME, ERROR = "pattern", "code", "frame", "error"
+MARKERS: Final[tuple[tuple[str, str], ...]] = (
+    ('File "', FRAME),
+    ("File ", FRAME),
+    ("    at ", FRAME),
+    ("\tat ", FRAME),
+    (".go:", FRAME),
+    (".rs:", FRAME),
+    (".rb:", FRAME),
+    (".php(", FRAME),
+    (".cs:line", FRAME),
+    ("Error", ERROR),
+    ("Exception", ERROR),
+    ("FATAL", ERROR),
+    ("Fatal", ERROR),
+    ("panic", ERROR),
+    ("Failure", ERROR),
+    ("│ ", FRAME),
+)
+# Near-miss templates (and the log lines compared with them) shorter than this say too little:
+# the build stores none, a match looks none up.
+TEMPLATE_MIN_CHARS: Final = 16
+# Path tails tried against the records' filePaths (a deep path has many).
+MAX_PATH_PARTS: Final = 40
+# Values in a message: quoted, bracketed, numbers (a number's sentence-ending period stays).
+_VALUE_RE: Final = re.compile(
+    r"'[^']*'|\"[^\"]*\"|\[[^\]]*\]|\([^)]*\)|\{[^}]*\}|<[^>]*>|\b\d(?:[\w.]*\w)?"
+)
+_SPACES_RE: Final = re.compile(r"\s+")
+
+
+def normalize_template(text: str) -> str:
+    """A message reduced to its words, as the fuzzy table stores templates and as a log line is
+    compared with them: values out, spaces collapsed, lower case."""
+    return _SPACES_RE.sub(" ", _VALUE_RE.sub(" ", text)).strip().lower()
+
+
+def open_current(
+    cache_dir: Path, revision: str, *keys: str
+) -> tuple[sqlite3.Connection, dict[str, Any]] | None:
+    """A read-only connection to the cache and its meta values `keys`, if the cache was
+    written for `revision` by this format; else None."""
+    path = Path(cache_dir) / CACHE_FILE
+    if not path.is_file():
+        return None
+    wanted = ("format", "revision", *keys)
+    try:
+        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
+    except sqlite3.Error:
+        return None
+    try:
+        marks = ",".join("?" * len(wanted))
+        rows = dict(con.execute(f"SELECT k, v FROM meta WHERE k IN ({marks})", wanted))
+    except sqlite3.Error:  # not a cache of ours (a corrupt or foreign file)
+        con.close()
+        return None
+    if rows.get("format") != str(FORMAT_VERSION) or rows.get("revision") != revision:
+        con.close()
+        return None
+    return con, rows
+
+
+def cache_is_current(cache_dir: Path, revision: str) -> bool:
+    """Whether the cache in `cache_dir` was written for `revision` by this format."""
+    opened = open_current(cache_dir, revision)
+    if opened is None:
+        return False
+    opened[0].close()
+    return True
+
+
+@dataclass(frozen=True, slots=True)
+class Pattern:
+    """One prepared pattern, shared by every record whose messagePattern it is."""
+
+    idx: int
+    regex: str
+    engine: str  # "re2", or "guarded": RE2 runs `relaxed`, Python's re confirms on the span
+    generic: bool  # too little literal text to tell an error by
+    literal_chars: int
+    key_line: int  # the line of a multi-line pattern that holds its best key
+    newlines: int  # lines the pattern spans, after the first
+    names: tuple[str | None, ...]  # placeholder names, one per capture group
+    records: tuple[int, ...]
+    relaxed: str | None
+    nested: bool  # nested quantifiers: never run by the backtracking engine
+    others: tuple[str, ...]  # the other required literal pieces (keys after the best)
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """What the matcher knows of one record."""
+
+    idx: int
+    id: str
+    error_class: str | None
+    file_path: str
+    line_number: int
+    error_message: str
+
+    @property
+    def package(self) -> str:
+        return package_of_file(self.file_path)
+
+
+def package_of_file(file_path: str) -> str:
+    """The top-level folder of a record's filePath: its package ("" when none)."""
+    return file_path.split("/", 1)[0] if "/" in file_path else ""
+
+
+_PATTERN_COLUMNS: Final = (
+    "idx, regex, engine, generic, literal_chars, key_line, newlines, names, records, relaxed,"
+    " nested, others"
+)
+_RECORD_COLUMNS: Final = "idx, id, error_class, file_path, line_number, error_message"
+
+
+class CacheReader:
+    """The rows of one open cache, each read when first asked for and then kept."""
+
+    def __init__(self, con: sqlite3.Connection, kinds: list[list[Any]]) -> None:
+        self._con = con
+        self._kind_starts = [int(k[0]) for k in kinds]
+        self._kind_names = [str(k[1]) for k in kinds]
+        # Pattern keys come first: ids below this need no kind lookup.
+        if not kinds or self._kind_names[0] != PATTERN:
+            self.pattern_keys_end = 0
+        else:
+            self.pattern_keys_end = self._kind_starts[1] if len(kinds) > 1 else 1 << 62
+        self._key_patterns: dict[int, list[int]] = {}
+        self._key_text: dict[int, str] = {}
+        self._patterns: dict[int, Pattern] = {}
+        self._records: dict[int, Record] = {}
+        self._files: dict[str, tuple[str, list[tuple[int, int]]] | None] = {}
+        self._packages: frozenset[str] | None = None
+
+    def close(self) -> None:
+        self._con.close()
+
+    def shards(self) -> Iterator[bytes]:
+        """The serialised Hyperscan databases, in key-id order."""
+        for (blob,) in self._con.execute("SELECT hsdb FROM shards ORDER BY n"):
+            yield bytes(blob)
+
+    def kind(self, key_id: int) -> str:
+        kind = self._kind_names[0]
+        for start, name in zip(self._kind_starts, self._kind_names, strict=True):
+            if key_id >= start:
+                kind = name
+            else:
+                break
+        return kind
+
+    def prefetch_keys(self, key_ids: Iterable[int]) -> None:
+        """Read the patterns of many hit keys in a few queries, not one each."""
+        missing = sorted(set(key_ids) - self._key_patterns.keys())
+        for idx, key, patterns in select_in(
+            self._con.execute, "SELECT idx, key, patterns FROM keys WHERE idx IN ({marks})", missing
+        ):
+            self._key_text[idx] = key
+            self._key_patterns[idx] = json.loads(patterns)
+
+    def key_patterns(self, key_id: int) -> list[int]:
+        """The patterns whose best key this is."""
+        if key_id not in self._key_patterns:
+            row = self._con.execute(
+                "SELECT key, patterns FROM keys WHERE idx = ?", (key_id,)
+            ).fetchone()
+            self._key_text[key_id] = row[0] if row else ""
+            self._key_patterns[key_id] = json.loads(row[1]) if row else []
+        return self._key_patterns[key_id]
+
+    def key_text(self, key_id: int) -> str:
+        if key_id not in self._key_text:
+            self.key_patterns(key_id)
+        return self._key_text[key_id]
+
+    def load_patterns(self, idxs: Iterable[int]) -> None:
+        missing = [i for i in set(idxs) if i not in self._patterns]
+        for row in select_in(
+            self._con.execute,
+            f"SELECT {_PATTERN_COLUMNS} FROM patterns WHERE idx IN ({{marks}})",
+            missing,
+        ):
+            self._patterns[row[0]] = Pattern(
+                idx=row[0],
+                regex=row[1],
+                engine=row[2],
+                generic=bool(row[3]),
+                literal_chars=row[4],
+                key_line=row[5],
+                newlines=row[6],
+                names=tuple(json.loads(row[7])),
+                records=tuple(json.loads(row[8])),
+                relaxed=row[9],
+                nested=bool(row[10]),
+                others=tuple(json.loads(row[11])),
+            )
+
+    def pattern(self, idx: int) -> Pattern:
+        if idx not in self._patterns:
+            self.load_patterns([idx])
+        return self._patterns[idx]
+
+    def load_records(self, idxs: Iterable[int]) -> None:
+        missing = [i for i in set(idxs) if i not in self._records]
+        for row in select_in(
+            self._con.execute,
+            f"SELECT {_RECORD_COLUMNS} FROM records WHERE idx IN ({{marks}})",
+            missing,
+        ):
+            self._records[row[0]] = Record(*row)
+
+    def record(self, idx: int) -> Record:
+        if idx not in self._records:
+            self.load_records([idx])
+        return self._records[idx]
+
+    def file_records(self, frame: Frame) -> tuple[str, list[tuple[int, int]]] | None:
+        """(filePath, [(lineNumber, record)]) for the longest known path that the frame's path
+        ends with, or None."""
+        if frame.path in self._files:
+            return self._files[frame.path]
+        suffixes = list(frame.path_suffixes())[:MAX_PATH_PARTS]
+        marks = ",".join("?" * len(suffixes))
+        found: dict[str, list[tuple[int, int]]] = {}
+        for path, line_number, rec in self._con.execute(
+            f"SELECT file_path, line_number, rec FROM files WHERE file_path IN ({marks})",
+            suffixes,
+        ):
+            found.setdefault(path, []).append((line_number, rec))
+        result = next(((p, found[p]) for p in suffixes if p in found), None)
+        self._files[frame.path] = result
+        return result
+
+    def code_records(self, code: str) -> list[int]:
+        return [r for (r,) in self._con.execute("SELECT rec FROM codes WHERE code = ?", (code,))]
+
+    def known_packages(self) -> frozenset[str]:
+        """The top-level folders of every record's filePath: the packages kb knows."""
+        if self._packages is None:
+            row = self._con.execute("SELECT v FROM meta WHERE k = 'packages'").fetchone()
+            self._packages = frozenset(json.loads(row[0]) if row else [])
+        return self._packages
+
+    def fuzzy_templates(self) -> tuple[list[str], list[int]]:
+        """Every message template for near misses, and the pattern of each."""
+        items = self._con.execute("SELECT t, p FROM fuzzy ORDER BY rowid").fetchall()
+        return [t for t, _ in items], [p for _, p in items]

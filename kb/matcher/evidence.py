@@ -1,0 +1,544 @@
+"""Evidence and scoring: how sure kb is that a record explains a place in the log.
+
+Each piece of evidence is a small rule on plain data (a line, a path, a frame, a level), with
+its own tests on strings: the exception class on the line, a frame at the record's
+filePath:lineNumber, the record's package in a path, the log level, a pattern too thin to go
+on alone, a message Python itself raises, the user's own code, another library's code. The
+Scorer weighs them for one record: independent signals combine by noisy_or, what speaks
+against a record multiplies the score down. Every number is in ScoringConfig, with its reason;
+pass another one to score with other settings.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Container, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from types import MappingProxyType
+from typing import Final, NamedTuple, Protocol
+
+from kb.logtext import Frame, exception_of, strip_prefix
+from kb.matcher.cache import Record, package_of_file
+from kb.matcher.tracebacks import Traceback
+from kb.matcher.verify import Hit
+
+
+@dataclass(frozen=True)
+class ScoringConfig:
+    """Every weight, factor, cap and cut-off of the scoring, with the reason for each."""
+
+    # -- what is reported
+    # Below this a clean log (noise hitting generic patterns only) comes back empty; one
+    # specific pattern on its own (0.56 and up) or a generic one with a frame clears it.
+    min_score: float = 0.5
+    # Scores never claim certainty: 1.0 is reserved.
+    max_score: float = 0.99
+
+    # -- what the words alone are worth (the base score)
+    # A pattern with no literal text to speak of matches noise as readily as errors...
+    generic_pattern_base: float = 0.3
+    # ... a specific one from this, up by specific_bonus as its literal text grows to
+    # specific_literal_chars: the more of a line the words fix, the less is left to chance.
+    pattern_base: float = 0.45
+    specific_bonus: float = 0.35
+    specific_literal_chars: int = 40
+    # An error code found on a line: a long code with digits or "_" (ERR_BAD_RESPONSE, E0425)
+    # is rarely anything else; a short word-like one (EPERM) more often is.
+    code_base: float = 0.45
+    distinctive_code_base: float = 0.6
+    distinctive_code_chars: int = 5
+
+    # -- evidence for a record, combined as independent signals (noisy_or)
+    # The record's exception class printed before the message.
+    class_on_line: float = 0.35
+    # ... before a line with the record's error code (the code says most of it already).
+    class_with_code: float = 0.2
+    # A frame at the record's filePath:lineNumber: the raise site itself.
+    frame_exact: float = 0.7
+    # ... within frame_near_lines of it (versions move lines a little).
+    frame_near: float = 0.55
+    frame_near_lines: int = 3
+    # ... in the same file, within frame_file_lines; further away, half that.
+    frame_file: float = 0.3
+    frame_file_lines: int = 40
+    frame_far: float = 0.15
+    # The record's package in the traceback's paths, or named by a dotted exception class.
+    package: float = 0.15
+    # The pattern covers the whole message, not a piece of a longer one.
+    whole_message: float = 0.25
+
+    # -- what speaks against a record (factors on the score)
+    # Another exception class (or another known package's class) printed before the message.
+    class_conflict: float = 0.8
+    # Raised inside another known library, the record's file nowhere in the traceback.
+    foreign_library: float = 0.55
+    # A generic pattern without a frame or package behind it stays below min_score.
+    generic_cap: float = 0.45
+    # Without a class or a frame: a message on an INFO/DEBUG (WARN) line is more likely
+    # chatter quoting it than the error, and so is one inside a longer sentence...
+    level_factors: Mapping[str, float] = field(
+        default_factory=lambda: MappingProxyType(
+            {"TRACE": 0.7, "DEBUG": 0.7, "INFO": 0.7, "NOTICE": 0.7, "WARN": 0.85}
+        )
+    )
+    partial_message: float = 0.85
+    # ... unless the line's level says an error happened.
+    error_levels: frozenset[str] = frozenset({"ERROR", "CRITICAL", "FATAL", "PANIC"})
+    # A pattern with fewer literal characters than thin_literal_chars, matched with no class
+    # and no frame, is "thin" when its literal text is under thin_share of the text it matched
+    # (the rest being captured values): "Could not find {a}.{b}" on pip's "Could not find a
+    # version that satisfies ..." Thin matches are discounted below the default min_score.
+    thin_literal_chars: int = 30
+    thin_share: float = 0.35
+    thin_factor: float = 0.7
+
+    # -- a record found by its raise site alone (the message matched no pattern)
+    # A frame exactly at its filePath:lineNumber: a little above min_score...
+    raise_site_exact: float = 0.55
+    # ... a few lines off, below it unless the exception class agrees.
+    raise_site_near: float = 0.42
+    raise_site_step: float = 0.03  # less for each line further off
+
+    # -- near misses (reworded messages, found by rapidfuzz)
+    # The base is this times the similarity: a near miss alone never looks certain.
+    fuzzy_scale: float = 0.62
+    fuzzy_class: float = 0.2  # the exception class agrees
+    fuzzy_max: float = 0.9  # a reworded message is never as sure as one that matched
+    # Similarity (0-100) a near miss needs: below ~86 only the class on the line lifts it
+    # over min_score, so a line without a class needs that much on its own.
+    fuzzy_cutoff: float = 78.0
+    fuzzy_classless_cutoff: float = 86.0
+    # Templates rescored with their placeholders free (a wide shortlist by plain similarity,
+    # then the best few kept).
+    fuzzy_shortlist: int = 12
+    fuzzy_shortlist_cutoff: float = 55.0
+    fuzzy_kept: int = 5
+
+
+DEFAULT_SCORING: Final = ScoringConfig()
+
+
+# --------------------------------------------------------------------------------------------
+# The rules: plain data in, one answer out
+
+
+class Says(Enum):
+    """What one piece of the log says about a record."""
+
+    AGREES = "agrees"
+    DISAGREES = "disagrees"
+    NOTHING = "nothing"
+
+
+class Raiser(Enum):
+    """Who a traceback says raised the error, for one record."""
+
+    NOT_SHOWN = "not-shown"  # no traceback, or nothing in it speaks for or against the record
+    RECORD_FILE = "record-file"  # a frame in the record's file
+    RECORD_PACKAGE = "record-package"  # a frame in the record's package
+    USER_CODE = "user-code"  # the innermost frame is the user's own code
+    FOREIGN_LIBRARY = "foreign-library"  # the innermost frame is in another library
+
+
+class TracebackEvidence(NamedTuple):
+    """What a traceback says about one record (a tuple: one is made per record of a hit)."""
+
+    raiser: Raiser
+    weight: float = 0.0  # for the noisy-OR; 0.0 unless the traceback points at the record
+    label: str | None = None  # "frame:PATH:LINE" or "package:NAME" when it does
+
+    @property
+    def supports(self) -> bool:
+        return self.label is not None
+
+
+NOT_SHOWN: Final = TracebackEvidence(Raiser.NOT_SHOWN)
+
+# Paths of installed code: site-packages, node_modules, Go's module cache, Ruby's gems, ...
+LIB_PATH_RE: Final = re.compile(
+    r"[/\\](?:site-packages|dist-packages|node_modules|\.cargo[/\\]registry|go[/\\]pkg[/\\]mod"
+    r"|lib[/\\]python\d[\d.]*|vendor|\.m2|gems)[/\\]|^<frozen |^<(?:string|stdin)>"
+)
+PACKAGE_RE: Final = re.compile(r"(?:site-packages|dist-packages|node_modules)[/\\]([\w.\-]+)")
+CLASS_SEARCH_CHARS: Final = 4096  # how far into a line a dotted exception class is looked for
+DOTTED_CLASS_RE: Final = re.compile(r"(?:^|\s)([a-z_]\w*(?:\.\w+)*)\.[A-Z]\w*:(?: |$)")
+# Messages CPython itself raises everywhere (operators, indexing, imports, calls, json, OS
+# errors). A library record with the same words cannot be told from Python's own error without
+# a frame in that library, so such a line is claimed only with frame evidence.
+BUILTIN_MESSAGE_RE: Final = re.compile(
+    r"(?:\w+(?:\.\w+)*(?:Error|Exception|Warning|Interrupt|Exit)\s*:\s*)?(?:"
+    r"(?:integer |float |complex )?division(?: or modulo)? by zero"
+    r"|(?:list|tuple|string|range object) index out of range"
+    r"|(?:list|tuple) assignment index out of range"
+    r"|'[\w.]+' object (?:has no attribute|is not (?:subscriptable|callable|iterable)"
+    r"|does not support item (?:assignment|deletion)|cannot be interpreted as an integer)"
+    r"|module '[\w.]+' has no attribute '\w+'"
+    r"|unsupported operand type\(s\) for "
+    r"|can only concatenate \w+ \(not \"\w+\"\) to \w+"
+    r"|(?:bad operand type for|unhashable type:) "
+    r"|No module named '?[\w.]+'?$"
+    r"|cannot import name '\w+' from "
+    r"|name '\w+' is not defined"
+    r"|local variable '\w+' referenced before assignment"
+    r"|cannot access local variable '\w+'"
+    r"|invalid literal for int\(\) with base \d+: "
+    r"|could not convert string to float: "
+    r"|[\w.<>]+\(\) (?:"
+    r"takes (?:from )?\d+ (?:to \d+ )?positional arguments? but \d+ (?:were|was) given"
+    r"|got an unexpected keyword argument '\w+'"
+    r"|missing \d+ required (?:positional |keyword-only )?arguments?"
+    r"|got multiple values for argument '\w+')"
+    r"|maximum recursion depth exceeded"
+    r"|dictionary changed size during iteration"
+    r"|(?:too many|not enough) values to unpack \(expected \d+"
+    r"|Expecting (?:value|property name enclosed in double quotes|',' delimiter): "
+    r"line \d+ column \d+"
+    r"|\[Errno \d+\] "
+    # ... and messages of the standard library's everyday modules (json, io, codecs, pickle)
+    r"|Object of type \w+ is not JSON serializable"
+    r"|(?:Extra data|Unterminated string starting at|Invalid control character at): line \d+"
+    r"|I/O operation on closed file"
+    r"|'[\w-]+' codec can't (?:decode|encode) "
+    r"|(?:can't|cannot) pickle "
+    r"|object of type '\w+' has no len\(\)"
+    r"|string indices must be integers"
+    r"|argument of type '\w+' is not iterable"
+    r"|substring not found"
+    r"|list\.(?:remove|index)\(x\): x not in list"
+    r")"
+)
+
+
+def noisy_or(base: float, weights: Iterable[float]) -> float:
+    """Independent signals combined: 1 - (1 - base) * prod(1 - w). Each signal alone could
+    make the case; together they leave less room for doubt than any one."""
+    doubt = 1.0
+    for weight in weights:
+        doubt *= 1.0 - weight
+    return 1.0 - (1.0 - base) * doubt
+
+
+def pattern_base(generic: bool, literal_chars: int, config: ScoringConfig) -> float:
+    """What a pattern's words are worth alone: more the more literal text it has."""
+    if generic:
+        return config.generic_pattern_base
+    specificity = min(1.0, literal_chars / config.specific_literal_chars)
+    return config.pattern_base + config.specific_bonus * specificity
+
+
+def code_base(code: str, config: ScoringConfig) -> float:
+    """What an error code on a line is worth alone."""
+    distinctive = len(code) >= config.distinctive_code_chars and any(
+        c.isdigit() or c == "_" for c in code
+    )
+    return config.distinctive_code_base if distinctive else config.code_base
+
+
+# Pure functions of the line, asked once per record of every hit (a message raised in many
+# files has many records): the answers for the last lines are kept.
+@functools.lru_cache(maxsize=256)
+def class_on_line(subject: str, error_class: str | None) -> Says:
+    """Whether the exception class printed before the message is the record's (AGREES),
+    another one (DISAGREES), or the line names none (NOTHING)."""
+    exc = exception_of(subject)
+    if exc is None:
+        if error_class and (subject.startswith(error_class + ":") or f".{error_class}:" in subject):
+            return Says.AGREES
+        return Says.NOTHING
+    if not error_class:
+        return Says.NOTHING
+    printed = exc[0].rpartition(".")[2]
+    return Says.AGREES if printed == error_class or f"{error_class}:" in subject else Says.DISAGREES
+
+
+@functools.lru_cache(maxsize=256)
+def module_of(printed: str | None, subject: str) -> str | None:
+    """The top-level package of a dotted exception class ("sqlalchemy.exc.NoResultFound") printed
+    as the line's exception (`printed`) or anywhere near the start of the line."""
+    if printed is None:
+        exc = exception_of(subject)
+        printed = exc[0] if exc else None
+    if not printed or "." not in printed:
+        # a class is printed where the message starts: no need to search a megabyte line
+        m = DOTTED_CLASS_RE.search(subject, 0, CLASS_SEARCH_CHARS)
+        printed = m.group(1) + "." if m else None
+    if not printed:
+        return None
+    top = printed.split(".", 1)[0]
+    return None if top in ("builtins", "__main__") else top
+
+
+def package_on_line(module: str | None, package: str, known_packages: Container[str]) -> Says:
+    """Whether the package of the line's dotted exception class (`module`) is the record's, or
+    another package the knowledge base knows."""
+    if not module or not package:
+        return Says.NOTHING
+    if module == package:
+        return Says.AGREES
+    return Says.DISAGREES if module in known_packages else Says.NOTHING
+
+
+def distance_weight(delta: int, config: ScoringConfig) -> float:
+    """How strongly a frame in the record's file says the record raised the error, by its
+    distance in lines from the record's lineNumber (0: the raise site itself)."""
+    if delta == 0:
+        return config.frame_exact
+    if delta <= config.frame_near_lines:
+        return config.frame_near
+    return config.frame_file if delta <= config.frame_file_lines else config.frame_far
+
+
+def stack_evidence(
+    file_path: str, line_number: int, stack: Sequence[tuple[str, int]], config: ScoringConfig
+) -> TracebackEvidence | None:
+    """The best frame in the record's file (by distance_weight), else a frame in the record's
+    package (its filePath's top folder); None when no frame is either. `stack` holds each
+    frame's (path with `/` separators, line), innermost first; a path is in the file when it
+    is the filePath or ends with "/" + filePath."""
+    package = package_of_file(file_path)
+    tail = "/" + file_path
+    folder = "/" + package + "/"
+    best = 0.0
+    best_line = 0
+    package_seen = False
+    for path, line in stack:  # inline tests: this runs for every frame of every record
+        if file_path and (path == file_path or path.endswith(tail)):
+            weight = distance_weight(abs(line - line_number), config)
+            if weight > best:
+                best, best_line = weight, line
+        elif package and folder in "/" + path:
+            package_seen = True
+    if best > 0.0:
+        return TracebackEvidence(Raiser.RECORD_FILE, best, f"frame:{file_path}:{best_line}")
+    if package_seen:
+        return TracebackEvidence(Raiser.RECORD_PACKAGE, config.package, f"package:{package}")
+    return None
+
+
+def is_user_code(path: str, known_file: bool) -> bool:
+    """Whether a frame's path is the user's own code: not installed library code, not Python's
+    frozen or interactive code, and no record's filePath (`known_file`)."""
+    path = path.replace("\\", "/")
+    return not (LIB_PATH_RE.search(path) or path.startswith("<")) and not known_file
+
+
+def package_of_path(path: str) -> str | None:
+    """The top-level package an installed library's path is in (the folder under
+    site-packages or node_modules)."""
+    m = PACKAGE_RE.search(path)
+    return m.group(1).split(".", 1)[0] if m else None
+
+
+def is_foreign(path: str, package: str) -> bool:
+    """Whether the innermost frame's path is inside another installed library than the
+    record's `package`: most likely that library's own error."""
+    inner = package_of_path(path)
+    return bool(package) and bool(inner) and inner != package
+
+
+def innermost_evidence(path: str, package: str, known_file: bool) -> TracebackEvidence:
+    """What the innermost frame alone says, when no frame is in the record's file or package:
+    the user's own raise, another library's, or nothing."""
+    if is_user_code(path, known_file):
+        return TracebackEvidence(Raiser.USER_CODE)
+    if is_foreign(path, package):
+        return TracebackEvidence(Raiser.FOREIGN_LIBRARY)
+    return NOT_SHOWN
+
+
+def level_factor(level: str | None, config: ScoringConfig) -> float:
+    """The discount for a message with nothing but its words behind it, by the line's level."""
+    return config.level_factors.get(level or "", 1.0)
+
+
+def is_thin(literal_chars: int, captures: Sequence[str], config: ScoringConfig) -> bool:
+    """Whether a short template's words say too little of the text it matched, the rest being
+    its captured values."""
+    values = sum(len(value) for value in captures)
+    said = literal_chars / max(1, literal_chars + values)
+    return literal_chars < config.thin_literal_chars and said < config.thin_share
+
+
+@functools.lru_cache(maxsize=256)
+def is_builtin_message(subject: str) -> bool:
+    """Whether the line is a message Python or its standard library raises everywhere."""
+    return BUILTIN_MESSAGE_RE.match(strip_prefix(subject).lstrip()) is not None
+
+
+# --------------------------------------------------------------------------------------------
+# The scorer: the rules weighed for one record at one place in the log
+
+
+@dataclass(slots=True)
+class Candidate:
+    """A record that may explain a hit, with its score and the evidence behind it."""
+
+    record: Record
+    score: float
+    method: str
+    evidence: list[str]
+    hit: Hit
+
+    @property
+    def literal_chars(self) -> int:
+        """The matched pattern's literal text (more is more specific; ranks ties)."""
+        pattern = self.hit.pattern
+        return pattern.literal_chars if self.hit.method == "pattern" and pattern else 0
+
+
+class Lookups(Protocol):
+    """What scoring asks the knowledge base (kb.matcher.cache.CacheReader answers)."""
+
+    def file_records(self, frame: Frame) -> tuple[str, list[tuple[int, int]]] | None: ...
+
+    def known_packages(self) -> frozenset[str]: ...
+
+
+class Scorer:
+    """The rules weighed for one record at one place in the log, by the numbers of `config`;
+    `lookups` answers what the rules need of the knowledge base."""
+
+    def __init__(self, lookups: Lookups, config: ScoringConfig = DEFAULT_SCORING) -> None:
+        self.lookups = lookups
+        self.config = config
+
+    def traceback_evidence(self, record: Record, tb: Traceback | None) -> TracebackEvidence:
+        if tb is None or not tb.frames:
+            return NOT_SHOWN
+        found = stack_evidence(record.file_path, record.line_number, tb.stack, self.config)
+        if found is not None:
+            return found
+        innermost = tb.frames[0].frame  # asked about only now: most records stop above
+        known = self.lookups.file_records(innermost) is not None
+        return innermost_evidence(innermost.path, record.package, known)
+
+    def score_hit(
+        self, hit: Hit, record: Record, tb: Traceback | None, exception: tuple[str, str] | None
+    ) -> Candidate | None:
+        """A pattern or code hit read as `record`; None when the evidence rules it out (the
+        user's own raise, or Python's message without a frame)."""
+        cfg = self.config
+        evidence: list[str] = []
+        weights: list[float] = []
+        pattern = hit.pattern if hit.method == "pattern" else None
+        if pattern is not None:
+            base = pattern_base(pattern.generic, pattern.literal_chars, cfg)
+            evidence.append("pattern")
+            if hit.whole:
+                weights.append(cfg.whole_message)
+                evidence.append("whole-message")
+        else:
+            base = code_base(hit.code or "", cfg)
+            evidence.append(f"code:{hit.code or ''}")
+        on_line = class_on_line(hit.subject, record.error_class)
+        if on_line is Says.AGREES:
+            weights.append(cfg.class_on_line if pattern is not None else cfg.class_with_code)
+            evidence.append("error-class")
+        conflict = on_line is Says.DISAGREES
+        raised = self.traceback_evidence(record, tb)
+        if raised.label is not None:
+            weights.append(raised.weight)
+            evidence.append(raised.label)
+        else:
+            module = module_of(exception[0] if exception else None, hit.subject)
+            if module and record.package:
+                named = package_on_line(module, record.package, self.lookups.known_packages())
+                if named is Says.AGREES:
+                    weights.append(cfg.package)
+                    evidence.append(f"package:{record.package}")
+                conflict = conflict or named is Says.DISAGREES
+        score = noisy_or(base, weights)
+        if conflict:
+            score *= cfg.class_conflict
+        if raised.raiser is Raiser.FOREIGN_LIBRARY:
+            score *= cfg.foreign_library
+        nothing_but_words = on_line is not Says.AGREES and not raised.supports
+        if nothing_but_words and hit.level not in cfg.error_levels:
+            # Nothing says an exception happened here: an INFO line, or a message's words
+            # inside a longer sentence, is more likely chatter than the error.
+            score *= level_factor(hit.level, cfg)
+            if not hit.whole:
+                score *= cfg.partial_message
+        if raised.raiser is Raiser.USER_CODE:
+            # Raised in the user's own code (the innermost frame is theirs and no frame is in
+            # the record's package): their raise, or Python's, not this library's.
+            return None
+        if pattern is not None and not raised.supports and is_builtin_message(hit.subject):
+            return None  # Python's own message: without a frame, no library can claim it
+        if pattern is not None and pattern.generic and not raised.supports:
+            score = min(score, cfg.generic_cap)
+        if (
+            pattern is not None
+            and nothing_but_words
+            and is_thin(pattern.literal_chars, hit.captures, cfg)
+        ):
+            score *= cfg.thin_factor  # nothing but the words, and they say little of the text
+        return Candidate(record, min(score, cfg.max_score), hit.method, evidence, hit)
+
+    def score_raise_site(
+        self,
+        record: Record,
+        hit: Hit,
+        frame: Frame,
+        path: str,
+        exception: tuple[str, str] | None,
+    ) -> Candidate:
+        """A record raised at (or a few lines from) the traceback's innermost frame, whose
+        message matched no pattern; `path` is the record's filePath the frame's path ends
+        with."""
+        cfg = self.config
+        delta = abs(frame.line - record.line_number)
+        if delta == 0:
+            base = cfg.raise_site_exact
+        else:
+            base = cfg.raise_site_near - cfg.raise_site_step * delta
+        evidence = [f"frame:{path}:{frame.line}"]
+        weights: list[float] = []
+        if exception is not None and record.error_class:
+            if exception[0].rpartition(".")[2] == record.error_class:
+                weights.append(cfg.class_on_line)
+                evidence.append("error-class")
+            else:
+                base *= cfg.class_conflict
+        score = noisy_or(base, weights)
+        return Candidate(record, min(score, cfg.max_score), "frame", evidence, hit)
+
+    def score_near_miss(
+        self,
+        record: Record,
+        hit: Hit,
+        similarity: tuple[float, float],
+        printed_class: str,
+        tb: Traceback | None,
+        builtin: bool,
+    ) -> Candidate | None:
+        """A reworded message read as `record`. `similarity` is (plain, with placeholders
+        free to hold any value); `printed_class` the exception class on the line ("" if none);
+        `builtin` whether the line is a message Python raises everywhere."""
+        cfg = self.config
+        plain, gap = similarity
+        # Placeholders count as free (gap) only where the exception class agrees: a class-less
+        # line must read almost the same as the template.
+        agrees = bool(record.error_class) and printed_class.rpartition(".")[2] == record.error_class
+        value = gap if agrees else plain
+        if value * 100 < (cfg.fuzzy_cutoff if printed_class else cfg.fuzzy_classless_cutoff):
+            return None
+        base = cfg.fuzzy_scale * value
+        weights: list[float] = []
+        evidence = [f"fuzzy:{value:.2f}"]
+        if agrees:
+            weights.append(cfg.fuzzy_class)
+            evidence.append("error-class")
+        raised = self.traceback_evidence(record, tb)
+        if raised.raiser is Raiser.USER_CODE or (builtin and not raised.supports):
+            return None  # the user's own raise, or Python's message (see score_hit)
+        # (another library's code in the traceback does not discount a near miss)
+        if raised.label is not None:
+            weights.append(raised.weight)
+            evidence.append(raised.label)
+        score = noisy_or(base, weights)
+        if printed_class and record.error_class and not agrees and not raised.supports:
+            score *= cfg.class_conflict  # another class printed: likely another error
+        return Candidate(record, min(score, cfg.fuzzy_max), "fuzzy", evidence, hit)

@@ -1,0 +1,103 @@
+"""The loaded matcher: a cache opened for one revision, ready to match any number of logs."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from pathlib import Path
+from typing import IO, TYPE_CHECKING
+
+from kb import logtext
+from kb.matcher.cache import CacheReader, open_current
+from kb.matcher.evidence import DEFAULT_SCORING, Scorer, ScoringConfig
+from kb.matcher.prefilter import Prefilter
+from kb.matcher.rank import MatchReport
+from kb.matcher.scan import LogScan
+from kb.matcher.verify import Verifier
+
+if TYPE_CHECKING:
+    from kb.matcher.fuzzy import NearMissSearch
+
+
+class MatcherIndex:
+    """A loaded prefilter index. `match()` may be called many times and from several threads
+    (calls are serialised: the Hyperscan scratch spaces and the lookup caches are shared)."""
+
+    def __init__(
+        self, *, reader: CacheReader, prefilter: Prefilter, records: int, revision: str
+    ) -> None:
+        self.records = records
+        self.revision = revision
+        self._reader = reader
+        self._prefilter = prefilter
+        self._verifier = Verifier()  # keeps each pattern compiled from one match to the next
+        self._near_misses: NearMissSearch | None = None
+        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        self._reader.close()
+
+    def match(
+        self,
+        text: str | bytes | IO[bytes] | IO[str] | os.PathLike[str],
+        *,
+        top: int = 3,
+        min_score: float | None = None,
+        scoring: ScoringConfig = DEFAULT_SCORING,
+    ) -> MatchReport:
+        """Every known error in `text` (a string, bytes, a binary/text stream or a path; streams
+        and paths are read block by block). `top` records per error: the best plus top - 1
+        alternatives; reported from `min_score` (default: the scoring's)."""
+        started = time.perf_counter()
+        scan = LogScan(
+            reader=self._reader,
+            prefilter=self._prefilter,
+            verifier=self._verifier,
+            scorer=Scorer(self._reader, scoring),
+            near_misses=self._near_miss_search,
+            top=top,
+            min_score=scoring.min_score if min_score is None else min_score,
+        )
+        with self._lock:
+            if isinstance(text, os.PathLike):
+                with open(text, "rb") as fh:
+                    scan.run(logtext.blocks(fh))
+            else:
+                scan.run(logtext.blocks(text))
+        matches = sorted(scan.matches.found, key=lambda m: (-m.score, m.line))
+        stats = {
+            "lines": scan.lines_total,
+            "records": self.records,
+            "candidates": scan.candidates,
+            "verified": scan.verified,
+            "fuzzy_queries": scan.near_miss_queries,
+            "elapsed_ms": round((time.perf_counter() - started) * 1000, 1),
+        }
+        return MatchReport(matches, stats)
+
+    def _near_miss_search(self) -> NearMissSearch:
+        """The near-miss search, loaded when a log first needs it (most never do)."""
+        if self._near_misses is None:
+            from kb.matcher.fuzzy import NearMissSearch
+
+            self._near_misses = NearMissSearch(self._reader)
+        return self._near_misses
+
+
+def load_index(cache_dir: Path, revision: str) -> MatcherIndex | None:
+    """The cached index for `revision`, or None when it is missing, stale or unreadable."""
+    opened = open_current(cache_dir, revision, "records", "kinds")
+    if opened is None:
+        return None
+    con, meta = opened
+    try:
+        reader = CacheReader(con, json.loads(meta["kinds"]))
+        prefilter = Prefilter(reader.shards())
+        return MatcherIndex(
+            reader=reader, prefilter=prefilter, records=int(meta["records"]), revision=revision
+        )
+    except Exception:  # a corrupt file is as good as no cache
+        con.close()
+        return None

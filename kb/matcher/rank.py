@@ -1,0 +1,218 @@
+"""Ranking and collapsing: the candidates for one place in the log become one Match, and the
+same error found again is folded into the match that found it first.
+
+A Match names its best record, lists the near-duplicates that tie with it (one message raised
+from hundreds of files) and the next best up to `top` records in all; a MatchReport holds the
+matches of one log, best first.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from kb.logtext import strip_prefix
+from kb.matcher.evidence import Candidate
+from kb.text import clip
+
+# A message is clipped to this in Match.text (the transformers model list runs to 20 KB).
+TEXT_MAX_CHARS: Final = 2000
+# Scores this close are a tie: nothing in the log tells the records apart.
+TIE: Final = 1e-9
+# At most this many equally good near-duplicates are listed as alternatives.
+MAX_TIES: Final = 20
+# Match.other_lines keeps this many lines where the same error occurs again.
+MAX_OTHER_LINES: Final = 100
+# Match.duplicates lists every tying record (one message raised from 445 model files), capped.
+MAX_DUPLICATES: Final = 1000
+# "did you mean": the valid choices a capture lists, and how close the bad value must be.
+SUGGEST_CUTOFF: Final = 80
+MIN_CHOICES: Final = 3
+MAX_CHOICE_CHARS: Final = 80
+_CHOICE_SPLIT: Final = re.compile(r"\s*(?:,|\||\bor\b)\s*")
+_CHOICE_TRIM: Final = " \t'\"`[](){}<>."
+_ELLIPSIS_RE: Final = re.compile(r"(?:\.\.\.|…)['\"]?$")
+
+
+@dataclass
+class Match:
+    """One error found in the log, with its best record. line/end_line are 1-based lines of the
+    original log; alternatives are other (id, score) that fit the same text."""
+
+    id: str
+    score: float
+    method: str
+    line: int
+    end_line: int
+    text: str
+    captures: list[str] = field(default_factory=list)
+    capture_names: list[str | None] = field(default_factory=list)
+    evidence: list[str] = field(default_factory=list)
+    alternatives: list[tuple[str, float]] = field(default_factory=list)
+    suggestion: str | None = None
+    occurrences: int = 1
+    other_lines: list[int] = field(default_factory=list)
+    duplicates: list[str] = field(default_factory=list)
+
+    @property
+    def log_order(self) -> tuple[int, int, float]:
+        """Sort key for printing in log order."""
+        return (self.line, self.end_line, -self.score)
+
+    def __lt__(self, other: Match) -> bool:
+        """Matches sort in log order (`sorted(report.matches)`); the report lists them best
+        first."""
+        return self.log_order < other.log_order
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "score": round(self.score, 3),
+            "method": self.method,
+            "line": self.line,
+            "end_line": self.end_line,
+            "text": self.text,
+            "captures": list(self.captures),
+            "capture_names": list(self.capture_names),
+            "evidence": list(self.evidence),
+            "alternatives": [[i, round(s, 3)] for i, s in self.alternatives],
+            "suggestion": self.suggestion,
+            "occurrences": self.occurrences,
+            "other_lines": list(self.other_lines),
+            "duplicates": list(self.duplicates),
+        }
+
+
+@dataclass
+class MatchReport:
+    """Matches best first (the JSON contract); `in_log_order()` for reading."""
+
+    matches: list[Match]
+    stats: dict[str, Any]
+
+    def in_log_order(self) -> list[Match]:
+        return sorted(self.matches, key=lambda m: m.log_order)
+
+
+def rank(candidates: Sequence[Candidate]) -> list[Candidate]:
+    """Each record once (its best reading), best first: by score, then the more specific
+    pattern, then the record's place in the cache (stable across runs)."""
+    best_by_id: dict[str, Candidate] = {}
+    for cand in candidates:
+        old = best_by_id.get(cand.record.id)
+        if old is None or cand.score > old.score:
+            best_by_id[cand.record.id] = cand
+    return sorted(best_by_id.values(), key=lambda c: (-c.score, -c.literal_chars, c.record.idx))
+
+
+def to_match(ranked: Sequence[Candidate], top: int, text: str) -> Match:
+    """The match for one place in the log from its ranked candidates; `text` is the log's
+    text there."""
+    best = ranked[0]
+    hit = best.hit
+    names: list[str | None] = []
+    if hit.method == "pattern" and hit.pattern is not None:
+        names = list(hit.pattern.names)
+        if len(names) != len(hit.captures):
+            names = [None] * len(hit.captures)
+    # Near-duplicates that tie with the best (same message, nothing in the log to tell them
+    # apart) are all listed, then the next best up to `top` records in all.
+    all_ties = [c for c in ranked[1:] if c.score >= best.score - TIE]
+    ties = all_ties[:MAX_TIES]
+    rest = list(ranked[1 + len(all_ties) :][: max(0, top - 1 - len(ties))])
+    return Match(
+        id=best.record.id,
+        score=round(best.score, 3),
+        method=best.method,
+        line=hit.line,
+        end_line=hit.end_line,
+        text=clip(strip_prefix(text), TEXT_MAX_CHARS),
+        captures=list(hit.captures),
+        capture_names=names,
+        evidence=list(best.evidence),
+        alternatives=[(c.record.id, round(c.score, 3)) for c in ties + rest],
+        suggestion=suggest(hit.captures),
+        duplicates=[c.record.id for c in all_ties[:MAX_DUPLICATES]],
+    )
+
+
+class Matches:
+    """The matches of one log so far. The same error again (a retry, pytest's short summary)
+    is one match: its other lines kept, its best-evidenced reading kept."""
+
+    def __init__(self) -> None:
+        self.found: list[Match] = []
+        self._by_values: dict[tuple[str, tuple[str, ...]], Match] = {}
+        self._by_line: dict[tuple[str, int], Match] = {}
+
+    def near(self, record_id: str, line: int, distance: int) -> bool:
+        """Whether the record was matched within `distance` lines of `line`."""
+        return any(m.id == record_id and abs(m.line - line) <= distance for m in self.found)
+
+    def add(self, match: Match) -> None:
+        key = (match.id, tuple(match.captures))
+        seen = (
+            self._by_values.get(key)
+            or self._by_line.get((match.id, match.line))
+            or _truncated_repeat(self.found, match)
+        )
+        if seen is None:
+            self._by_values[key] = match
+            self._by_line[(match.id, match.line)] = match
+            self.found.append(match)
+            return
+        if match.line != seen.line and match.line not in seen.other_lines:
+            # (one line read twice, as a JSON record and unpacked, is one occurrence)
+            seen.occurrences += 1
+            if len(seen.other_lines) < MAX_OTHER_LINES:
+                seen.other_lines.append(match.line)
+        if match.score > seen.score:
+            seen.score = match.score
+            seen.method = match.method
+            seen.evidence = match.evidence
+            seen.alternatives = match.alternatives
+            seen.duplicates = match.duplicates
+
+
+def _truncated_repeat(matches: Sequence[Match], match: Match) -> Match | None:
+    """An earlier match of the same record whose values this one repeats cut short, as
+    pytest's short test summary does ("Invalid version: '2.1.0-...")."""
+    for seen in matches:
+        if seen.id != match.id or len(seen.captures) != len(match.captures):
+            continue
+        if all(_same_or_cut(a, b) for a, b in zip(seen.captures, match.captures, strict=True)):
+            return seen
+    return None
+
+
+def _same_or_cut(a: str, b: str) -> bool:
+    if a == b:
+        return True
+    for full, cut in ((a, b), (b, a)):
+        stem = _ELLIPSIS_RE.sub("", cut)
+        if stem != cut and full.startswith(stem):
+            return True
+    return False
+
+
+def suggest(captures: Sequence[str]) -> str | None:
+    """'did you mean' when one capture lists the valid choices and another is the bad value."""
+    if len(captures) < 2:
+        return None
+    for i, listed in enumerate(captures):
+        choices = [c.strip(_CHOICE_TRIM) for c in _CHOICE_SPLIT.split(listed)]
+        choices = [c for c in choices if c and len(c) <= MAX_CHOICE_CHARS]
+        if len(choices) < MIN_CHOICES:
+            continue
+        for j, value in enumerate(captures):
+            bad = value.strip(_CHOICE_TRIM)
+            if j == i or not bad or len(bad) > MAX_CHOICE_CHARS or bad in choices:
+                continue
+            from rapidfuzz import fuzz, process  # only for a message that lists choices
+
+            best = process.extractOne(bad, choices, scorer=fuzz.WRatio, score_cutoff=SUGGEST_CUTOFF)
+            if best is not None:
+                return f"did you mean '{best[0]}'?"
+    return None

@@ -1,0 +1,525 @@
+"""One match call: the loop over a log's blocks and the state it keeps between them.
+
+Each block is scanned by the prefilter; its key hits become frames, exception lines and
+candidate patterns, which are verified. Once the lines after a hit are read (LOOKAHEAD_LINES),
+its hits are grouped, given their traceback, scored and ranked into matches; tracebacks whose
+message matched no pattern are tried by their raise site, and unexplained exception lines as
+near misses. Rows are logical lines of the whole log (0-based); the window is the lines kept
+in memory: the block, with the tail of the one before it (CARRY_LINES) in front.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Final
+
+from kb import logtext
+from kb.logtext import LineBlock, exception_of, level_of, strip_prefix, unrepr_message
+from kb.matcher.cache import (
+    CODE,
+    FRAME,
+    PATTERN,
+    TEMPLATE_MIN_CHARS,
+    CacheReader,
+    Pattern,
+    normalize_template,
+)
+from kb.matcher.evidence import Candidate, Scorer, is_builtin_message
+from kb.matcher.prefilter import BlockScan, Prefilter, lines_at
+from kb.matcher.rank import Matches, rank, to_match
+from kb.matcher.tracebacks import (
+    SOURCE_LINE_RE,
+    SeenFrame,
+    Traceback,
+    group_tracebacks,
+    is_quoted_source,
+)
+from kb.matcher.verify import Hit, Verifier, has_code, subjects
+
+if TYPE_CHECKING:
+    from kb.matcher.fuzzy import NearMiss, NearMissSearch
+
+# Lines of earlier blocks kept for context (tracebacks above a message, messages split over lines).
+CARRY_LINES: Final = 160
+# Lines after a hit that may still hold its stack frames (JavaScript, Java, Go print them below).
+LOOKAHEAD_LINES: Final = 64
+# How far above an exception line its traceback may start.
+LOOKBACK_LINES: Final = 400
+# A hit's traceback is the one whose exception line is the hit's line or this many above...
+TRACEBACK_ABOVE: Final = 2
+# ... or (innermost-first formats) whose frames start this close below it (Go: a blank line and
+# "goroutine 1 [running]:" come before the frames).
+FRAMES_BELOW: Final = 6
+# A raising frame adds no match of its own this close to a match of the same record.
+FRAME_ONLY_NEAR: Final = 80
+# Near misses one match call may look up (distinct messages): each searches every template.
+MAX_NEAR_MISS_QUERIES: Final = 40
+# Pastes this short get every line tried as a near miss, not only error-looking ones.
+SHORT_PASTE_LINES: Final = 40
+# pytest prints the raise site as "path.py:466: InvalidVersion": one regex pass over a block's
+# bytes finds them, since ".py:" alone is on every line of some logs ("[loggers.py:123]").
+PYTEST_LOC_RE: Final = re.compile(r"\.py:\d+: ")
+PYTEST_LOC_BYTES_RE: Final = re.compile(rb"\.py:\d+: ")
+
+
+class Window:
+    """The lines kept in memory: a block, with the tail of the one before it in front."""
+
+    def __init__(self) -> None:
+        self.first_row = 0  # the row of lines[0]
+        self.lines: list[str] = []
+        self.line_nos: list[int] = []  # each line's first line in the original log (1-based)
+        self.end_nos: list[int] = []  # ... and its last (a wrapped line spans several)
+
+    def advance(self, block: LineBlock) -> list[str]:
+        """Move on to the next block, keeping CARRY_LINES of this one in front of it for
+        context; returns the lines kept."""
+        carry = min(CARRY_LINES, len(self.lines))
+        new_nos: Sequence[int] = (
+            block.first
+            if block.first is not None
+            else range(block.base, block.base + len(block.lines))
+        )
+        new_ends = block.last if block.last is not None else new_nos
+        self.first_row += len(self.lines) - carry
+        kept = self.lines[len(self.lines) - carry :]
+        self.lines = kept + block.lines
+        self.line_nos = self.line_nos[len(self.line_nos) - carry :] + list(new_nos)
+        self.end_nos = self.end_nos[len(self.end_nos) - carry :] + list(new_ends)
+        return kept
+
+    def line_at(self, row: int) -> str | None:
+        """A row's text while it is in the window."""
+        index = row - self.first_row
+        return self.lines[index] if 0 <= index < len(self.lines) else None
+
+
+class LogScan:
+    """The state of one match call over a stream of blocks, and the work on each."""
+
+    def __init__(
+        self,
+        *,
+        reader: CacheReader,
+        prefilter: Prefilter,
+        verifier: Verifier,
+        scorer: Scorer,
+        near_misses: Callable[[], NearMissSearch],
+        top: int,
+        min_score: float,
+    ) -> None:
+        self.reader = reader
+        self.prefilter = prefilter
+        self.verifier = verifier
+        self.scorer = scorer
+        self.near_misses = near_misses
+        self.top = top
+        self.min_score = min_score
+        self.window = Window()
+        # what the rows read so far hold
+        self.frames: dict[int, SeenFrame] = {}
+        self.errors: dict[int, tuple[str, str]] = {}  # exception lines: (class, message)
+        self.hits: list[Hit] = []  # verified, not yet scored
+        self.tried_patterns: set[tuple[int, int]] = set()  # (pattern, row)
+        self.tried_codes: set[tuple[int, int]] = set()  # (code's key id, row)
+        self.claimed: set[int] = set()  # rows a match explains
+        self.tracebacks_tried: set[int] = set()  # rows of tracebacks tried by raise site
+        self.near_miss_rows: set[int] = set()  # rows tried as near misses
+        self.near_miss_found: dict[str, list[NearMiss]] = {}
+        self.matches = Matches()
+        # figures for the report
+        self.lines_total = 0
+        self.candidates = 0
+        self.verified = 0
+        self.near_miss_queries = 0
+
+    def run(self, blocks: Iterator[LineBlock]) -> None:
+        # A block's prefilter scan runs while the next block is read and split, and the next
+        # block's while this one is worked on (Hyperscan lets go of the GIL): one scan at a
+        # time, since each shard has one scratch space for the thread.
+        previous: BlockScan | None = None
+        current: BlockScan | None = None
+        try:
+            for block in blocks:
+                if previous is None:
+                    previous = current = BlockScan(self.prefilter, block)
+                    continue
+                previous.result()  # done before the next block's scan starts
+                current = BlockScan(self.prefilter, block)
+                self._block(previous, final=False)
+                previous = current
+            if previous is not None:
+                self._block(previous, final=True)
+            else:
+                self._finalize(None)
+        finally:
+            # An error (or Ctrl-C) mid-log must not leave a scan running on the thread's
+            # scratch spaces: the next match() would find them in use.
+            if current is not None:
+                current.wait()
+
+    # ---- one block: key hits, frames, exception lines, verification ------------------------
+
+    def _block(self, scanned: BlockScan, *, final: bool) -> None:
+        """Work on one block, its own lines' prefilter hits found by `scanned`."""
+        kept = self.window.advance(scanned.block)
+        carry = len(kept)
+        self.lines_total += len(scanned.block.lines)
+        # The carried lines are scanned again: what waited for the lines after them (a message
+        # running on into this block) is tried now. Keys never span a newline, so scanning
+        # them apart from the block finds what scanning both together would.
+        carry_data = "\n".join(kept).encode("utf-8", "replace") if kept else b""
+        keys_by_line: dict[int, set[int]] = {}
+        for line_index, key_id in self.prefilter.hits_by_line(carry_data):
+            keys_by_line.setdefault(line_index, set()).add(key_id)
+        for line_index, key_id in scanned.result():
+            keys_by_line.setdefault(carry + line_index, set()).add(key_id)
+        self._read_keys(keys_by_line, final)
+        # pytest prints the raise site as "path.py:466: InvalidVersion"
+        for line_index in [
+            *_pytest_locations(carry_data),
+            *(carry + i for i in _pytest_locations(scanned.data)),
+        ]:
+            self._note_frame(line_index, "pytest")
+        window = self.window
+        self._finalize(None if final else window.first_row + len(window.lines) - LOOKAHEAD_LINES)
+
+    def _note_frame(self, line_index: int, style: str | None = None) -> None:
+        """The stack frame on a line of the window (in `style` only, if given), read once."""
+        row = self.window.first_row + line_index
+        if row not in self.frames:
+            frame = logtext.parse_frame(self.window.lines[line_index])
+            if frame is not None and (style is None or frame.style == style):
+                self.frames[row] = SeenFrame(row, self.window.line_nos[line_index], frame)
+
+    def _read_keys(self, keys_by_line: dict[int, set[int]], final: bool) -> None:
+        """Turn the keys found on each line of the window into frames, exception lines and
+        verified hits."""
+        reader = self.reader
+        lines = self.window.lines
+        pending_patterns: list[tuple[int, int]] = []
+        code_hits: list[tuple[int, int]] = []
+        pattern_keys_end = reader.pattern_keys_end
+        reader.prefetch_keys(
+            k for ids in keys_by_line.values() for k in ids if k < pattern_keys_end
+        )
+        for line_index, key_ids in keys_by_line.items():
+            row = self.window.first_row + line_index
+            for key_id in key_ids:
+                kind = PATTERN if key_id < pattern_keys_end else reader.kind(key_id)
+                if kind == PATTERN:
+                    for p in reader.key_patterns(key_id):
+                        pending_patterns.append((p, line_index))
+                elif kind == CODE:
+                    code_hits.append((key_id, line_index))
+                elif kind == FRAME:
+                    self._note_frame(line_index)
+                elif row not in self.errors:
+                    exc = exception_of(strip_prefix(lines[line_index]))
+                    if exc is not None:
+                        self.errors[row] = exc
+                    if PYTEST_LOC_RE.search(lines[line_index]):
+                        self.errors.pop(row, None)  # a pytest location line, read as a frame
+        reader.load_patterns(p for p, _ in pending_patterns)
+        for p, line_index in pending_patterns:
+            self._verify(reader.pattern(p), line_index, final)
+        for key_id, line_index in code_hits:
+            self._verify_code(key_id, line_index)
+
+    def _verify(self, pattern: Pattern, line_index: int, final: bool) -> None:
+        self.candidates += 1
+        start = line_index - pattern.key_line
+        tried = (pattern.idx, self.window.first_row + max(start, 0))
+        if tried in self.tried_patterns:
+            return
+        found = subjects(self.window.lines, line_index, pattern, final)
+        if not found:
+            return
+        self.tried_patterns.add(tried)
+        verified = self.verifier.verify(pattern, found)
+        if verified is None:
+            return
+        self.verified += 1
+        self.hits.append(
+            Hit(
+                first=self.window.first_row + verified.first,
+                last=self.window.first_row + verified.last,
+                line=self.window.line_nos[verified.first],
+                end_line=self.window.end_nos[verified.last],
+                method="pattern",
+                pattern=pattern,
+                records=pattern.records,
+                subject=verified.text,
+                captures=verified.captures,
+                whole=verified.whole,
+                level=level_of(self.window.lines[verified.first]),
+            )
+        )
+
+    def _verify_code(self, key_id: int, line_index: int) -> None:
+        code = self.reader.key_text(key_id)
+        line = self.window.lines[line_index]
+        if not has_code(line, code):
+            return
+        row = self.window.first_row + line_index
+        if (key_id, row) in self.tried_codes:
+            return
+        self.tried_codes.add((key_id, row))
+        records = self.reader.code_records(code)
+        self.hits.append(
+            self._line_hit(line_index, "code", None, records, code=code, level=level_of(line))
+        )
+
+    def _line_hit(
+        self,
+        line_index: int,
+        method: str,
+        pattern: Pattern | None,
+        records: Sequence[int],
+        *,
+        code: str | None = None,
+        level: str | None = None,
+    ) -> Hit:
+        """A hit on one line of the window, its whole text (without prefix) the subject."""
+        return Hit(
+            first=self.window.first_row + line_index,
+            last=self.window.first_row + line_index,
+            line=self.window.line_nos[line_index],
+            end_line=self.window.end_nos[line_index],
+            method=method,
+            pattern=pattern,
+            records=records,
+            subject=strip_prefix(self.window.lines[line_index]),
+            code=code,
+            level=level,
+        )
+
+    # ---- hits settled: scored, ranked, emitted ------------------------------------------------
+
+    def _finalize(self, upto: int | None) -> None:
+        """Score hits on rows before `upto` (all when None) and turn them into matches."""
+        ready = [h for h in self.hits if upto is None or h.last < upto]
+        if upto is not None and not ready and not self.frames and not self.errors:
+            self._prune(upto)
+            return
+        tracebacks = group_tracebacks(self.frames, self.errors, self.window.line_at)
+        by_exception = {t.exception_row: t for t in tracebacks if t.exception_row is not None}
+        ready_ids = {id(h) for h in ready}
+        self.hits = [h for h in self.hits if id(h) not in ready_ids]
+        errors_seen = [h for h in ready if not self._is_quoted_source(h)]
+        used = self._emit_hits(errors_seen, tracebacks, by_exception)
+        unused = [tb for tb in tracebacks if id(tb) not in used and tb.frames]
+        self._emit_raise_sites(unused, upto)
+        self._near_miss_pass(upto, by_exception)
+        if upto is not None:
+            self._prune(upto)
+
+    def _emit_hits(
+        self, ready: list[Hit], tracebacks: list[Traceback], by_exception: dict[int, Traceback]
+    ) -> set[int]:
+        """Hits on overlapping rows, each cluster with its traceback, scored and emitted as
+        one match; returns the ids of the tracebacks used."""
+        below = {
+            t.frames[0].row: t
+            for t in tracebacks
+            if t.style in logtext.INNERMOST_FIRST and t.frames
+        }
+        clusters: list[list[Hit]] = []
+        for hit in sorted(ready, key=lambda h: (h.first, h.last)):
+            if clusters and hit.first <= max(h.last for h in clusters[-1]):
+                clusters[-1].append(hit)
+            else:
+                clusters.append([hit])
+        used: set[int] = set()
+        self.reader.load_records(rec_idx for hit in ready for rec_idx in hit.records)
+        for cluster in clusters:
+            first = cluster[0].first
+            last = max(h.last for h in cluster)
+            above = range(first, first - TRACEBACK_ABOVE - 1, -1)
+            tb = next((by_exception[r] for r in above if r in by_exception), None)
+            if tb is None:
+                after = range(last + 1, last + FRAMES_BELOW + 1)
+                tb = next((below[r] for r in after if r in below), None)
+            if tb is not None:
+                used.add(id(tb))
+                if tb.exception_row is not None:
+                    self.claimed.add(tb.exception_row)
+                if tb.frames:
+                    # A later block still has these frames but maybe not the lines below them
+                    # (no exception line found then): the innermost frame marks them as used.
+                    self.claimed.add(tb.frames[0].row)
+            exception = self.errors.get(first)
+            candidates: list[Candidate] = []
+            for hit in cluster:
+                for rec_idx in hit.records:
+                    cand = self.scorer.score_hit(hit, self.reader.record(rec_idx), tb, exception)
+                    if cand is not None:
+                        candidates.append(cand)
+            if tb is not None and tb.exception_row is not None:
+                candidates.extend(
+                    self._raise_site_candidates(tb, self.errors.get(tb.exception_row))
+                )
+            self._emit(candidates)
+        return used
+
+    def _emit_raise_sites(self, tracebacks: list[Traceback], upto: int | None) -> None:
+        """Tracebacks whose message matched no pattern: the raise site may still name the
+        record."""
+        for tb in tracebacks:
+            inner = tb.frames[0].row
+            row = tb.exception_row if tb.exception_row is not None else inner
+            if upto is not None and row >= upto - LOOKAHEAD_LINES:
+                continue  # wait until the hits around it are settled
+            if row in self.claimed or inner in self.claimed:
+                continue
+            if any(h.first <= row <= h.last for h in self.hits):
+                continue
+            if row in self.tracebacks_tried or inner in self.tracebacks_tried:
+                continue
+            self.tracebacks_tried.update((row, inner))
+            exception = self.errors.get(tb.exception_row) if tb.exception_row is not None else None
+            if self._emit(self._raise_site_candidates(tb, exception)):
+                self.claimed.add(row)
+
+    def _is_quoted_source(self, hit: Hit) -> bool:
+        line = self.window.line_at(hit.first)
+        return is_quoted_source(
+            hit.subject if line is None else line, hit.first, hit.captures, self.frames
+        )
+
+    def _raise_site_candidates(
+        self, tb: Traceback, exception: tuple[str, str] | None
+    ) -> list[Candidate]:
+        """Records raised exactly (or nearly) at the traceback's innermost frame."""
+        innermost = tb.frames[0]
+        frame = innermost.frame
+        row = tb.exception_row if tb.exception_row is not None else innermost.row
+        line_index = row - self.window.first_row
+        in_window = 0 <= line_index < len(self.window.line_nos)
+        line_no = self.window.line_nos[line_index] if in_window else innermost.line
+        found = self.reader.file_records(frame)
+        if found is None:
+            return []
+        path, entries = found
+        near = self.scorer.config.frame_near_lines
+        nearby = [(n, rec_idx) for n, rec_idx in entries if abs(frame.line - n) <= near]
+        self.reader.load_records(rec_idx for _, rec_idx in nearby)
+        subject = exception[1] if exception else ""
+        out: list[Candidate] = []
+        for _line_number, rec_idx in nearby:
+            hit = Hit(
+                first=row,
+                last=row,
+                line=line_no,
+                end_line=line_no,
+                method="frame",
+                pattern=None,
+                records=(rec_idx,),
+                subject=subject,
+            )
+            out.append(
+                self.scorer.score_raise_site(
+                    self.reader.record(rec_idx), hit, frame, path, exception
+                )
+            )
+        return out
+
+    def _emit(self, candidates: list[Candidate]) -> bool:
+        """Turn the best candidate for one place in the log into a Match, if it scores enough."""
+        ranked = rank(candidates)
+        if not ranked:
+            return False
+        best = ranked[0]
+        if best.score < self.min_score:
+            return False
+        hit = best.hit
+        if best.method == "frame" and self.matches.near(best.record.id, hit.line, FRAME_ONLY_NEAR):
+            return False  # its message was matched nearby (printed before the traceback, say)
+        self.claimed.add(hit.first)
+        text = hit.subject
+        if best.method == "frame" and hit.line == hit.end_line and hit.subject == "":
+            text = self.window.line_at(hit.first) or ""
+        self.matches.add(to_match(ranked, self.top, text))
+        return True
+
+    # ---- near misses ----------------------------------------------------------------------
+
+    def _near_miss_pass(self, upto: int | None, by_exception: dict[int, Traceback]) -> None:
+        """Exception lines no record explains, read as reworded messages."""
+        done = {m.line for m in self.matches.found}
+        errors = self.errors
+        if upto is None and self.lines_total <= SHORT_PASTE_LINES:
+            # A short paste is about its errors: any line may be a message, even without a class.
+            errors = dict(errors)
+            for line_index, line in enumerate(self.window.lines):
+                row = self.window.first_row + line_index
+                bare = strip_prefix(line)
+                if row in errors or len(bare) < TEMPLATE_MIN_CHARS or bare[:1].isspace():
+                    continue
+                if not SOURCE_LINE_RE.match(bare):
+                    errors[row] = ("", bare)
+        for row in sorted(errors):
+            if upto is not None and row >= upto:
+                break
+            if row in self.claimed or row in self.near_miss_rows:
+                continue
+            self.near_miss_rows.add(row)
+            line_index = row - self.window.first_row
+            if not 0 <= line_index < len(self.window.lines):
+                continue
+            if self.window.line_nos[line_index] in done:
+                continue
+            printed_class, message = errors[row]
+            if printed_class.endswith("KeyError"):
+                message = unrepr_message(message) or message
+            query = normalize_template(message)
+            if len(query) < TEMPLATE_MIN_CHARS:
+                continue
+            if query in self.near_miss_found:
+                found = self.near_miss_found[query]
+            elif self.near_miss_queries >= MAX_NEAR_MISS_QUERIES:
+                continue
+            else:
+                self.near_miss_queries += 1
+                found = self.near_misses().lookup(query, self.scorer.config)
+                self.near_miss_found[query] = found
+            if not found:
+                continue
+            tb = by_exception.get(row)
+            said = f"{printed_class}: {message}" if printed_class else message
+            builtin = is_builtin_message(said)
+            candidates: list[Candidate] = []
+            for near in found:
+                pattern = self.reader.pattern(near.pattern)
+                hit = self._line_hit(line_index, "fuzzy", pattern, pattern.records)
+                for rec_idx in pattern.records:
+                    cand = self.scorer.score_near_miss(
+                        self.reader.record(rec_idx),
+                        hit,
+                        (near.plain, near.gap),
+                        printed_class,
+                        tb,
+                        builtin,
+                    )
+                    if cand is not None:
+                        candidates.append(cand)
+            self._emit(candidates)
+
+    def _prune(self, upto: int) -> None:
+        """Forget what no later hit can need: rows far above the oldest pending hit."""
+        floor = min([h.first for h in self.hits] + [upto]) - LOOKBACK_LINES
+        for row in [r for r in self.frames if r < floor]:
+            del self.frames[row]
+        for row in [r for r in self.errors if r < floor]:
+            del self.errors[row]
+        self.tried_patterns = {t for t in self.tried_patterns if t[1] >= floor}
+        self.tried_codes = {t for t in self.tried_codes if t[1] >= floor}
+        self.claimed = {r for r in self.claimed if r >= floor}
+        self.tracebacks_tried = {r for r in self.tracebacks_tried if r >= floor}
+        self.near_miss_rows = {r for r in self.near_miss_rows if r >= floor}
+
+
+def _pytest_locations(data: bytes) -> Iterator[int]:
+    """The lines of pytest's "path.py:466: InvalidVersion" raise-site lines in a block."""
+    return lines_at(data, [m.start() for m in PYTEST_LOC_BYTES_RE.finditer(data)])

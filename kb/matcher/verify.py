@@ -1,0 +1,234 @@
+"""Verification: does a candidate pattern really match the log where its key was found?
+
+The prefilter only says a pattern's key is on a line. Here the text the pattern should run on
+is cut out (the subjects: the line, the lines a multi-line pattern spans, a repr-quoted
+KeyError unquoted, a message whose value runs on over the next lines), the pattern runs in RE2
+(linear time: no pattern, however hostile, can hang a match), each compiled once, and the
+values it captured are read off.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from kb.logtext import LEVEL_WORDS, exception_of, strip_prefix, unrepr_message
+from kb.matcher.cache import Pattern
+
+# Backtracking (guarded) verification only runs on spans up to this long.
+GUARD_MAX_CHARS: Final = 256
+# A message may run on over this many lines when a value in it has newlines.
+MAX_VALUE_LINES: Final = 12
+# Where a message that runs on over lines surely ends: a new record, a traceback, a frame.
+VALUE_STOP_RE: Final = re.compile(
+    r"\S*\d\d:\d\d|\[?(?:" + LEVEL_WORDS + r")\b|Traceback|"
+    r"During handling|The above exception|\s*File \"|\s+at |[\w.]+(?:Error|Exception):|E  |_ _ _"
+)
+_CODE_BOUNDARY: Final = re.compile(r"[\w-]")
+
+
+@dataclass(frozen=True, slots=True)
+class Subject:
+    """Text to run a pattern on: lines first..last of the scan's window, joined."""
+
+    first: int
+    last: int
+    text: str
+    # A value with newlines in it carries the message on over the lines below it: tried with
+    # `.` matching newlines, and the match says where it ends.
+    runs_on: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Hit:
+    """A place in the log that may be a known error: rows first..last (logical lines of the
+    whole log, 0-based), lines line..end_line of the original log (1-based)."""
+
+    first: int
+    last: int
+    line: int
+    end_line: int
+    method: str  # pattern | code | frame | fuzzy
+    pattern: Pattern | None  # what matched (pattern) or nearly did (fuzzy)
+    records: Sequence[int]  # the cache's records it may be
+    subject: str  # the text it was found in, without the line's prefix
+    captures: list[str] = field(default_factory=list)
+    whole: bool = False  # the pattern covers the whole message, not a piece of it
+    code: str | None = None  # the error code found (code)
+    level: str | None = None  # the log level printed in the line's prefix
+
+
+@dataclass(frozen=True, slots=True)
+class Verified:
+    first: int
+    last: int
+    text: str
+    captures: list[str]
+    whole: bool
+
+
+def subjects(lines: Sequence[str], line_index: int, pattern: Pattern, final: bool) -> list[Subject]:
+    """What to run `pattern` on, for its key found on lines[line_index]; empty when the lines
+    it needs are not all there yet (the next block carries them back) or none fit."""
+    out: list[Subject] = []
+    start = line_index - pattern.key_line
+    end = start + pattern.newlines
+    if start >= 0 and end < len(lines):
+        if pattern.newlines:
+            text = "\n".join(strip_prefix(lines[k]) for k in range(start, end + 1))
+        else:
+            text = strip_prefix(lines[line_index])
+        out.append(Subject(start, end, text))
+    elif end >= len(lines) and not final:
+        return []  # seen again, whole, in the next block's carried lines
+    one = strip_prefix(lines[line_index])
+    exc = exception_of(one)
+    if exc is not None and exc[0].rpartition(".")[2].endswith("KeyError"):
+        plain = unrepr_message(exc[1])
+        if plain is not None:
+            out.append(Subject(line_index, line_index, f"{exc[0]}: {plain}"))
+    if '\\"' in one or "\\'" in one:
+        # a message quoted inside a quoted field (logfmt error="...", a JSON string kept
+        # whole): its own quotes arrive escaped
+        out.append(Subject(line_index, line_index, one.replace('\\"', '"').replace("\\'", "'")))
+    if pattern.newlines == 0:
+        # A value with newlines in it (a DataFrame, a list of errors) carries the message on
+        # over the next lines: from the exception line at or above the hit, tried last.
+        top = line_index
+        while exc is None and top > 0 and line_index - top < MAX_VALUE_LINES:
+            if not lines[top].strip() or VALUE_STOP_RE.match(lines[top]):
+                break
+            top -= 1
+            exc = exception_of(strip_prefix(lines[top]))
+        end = top
+        while exc is not None and end + 1 < len(lines) and end - top < MAX_VALUE_LINES:
+            following = lines[end + 1]
+            if not following.strip() or VALUE_STOP_RE.match(following):
+                break
+            end += 1
+        if exc is not None and end >= line_index and end > top:
+            text = "\n".join(strip_prefix(lines[k]) for k in range(top, end + 1))
+            out.append(Subject(top, end, text, runs_on=True))
+    return out
+
+
+class Verifier:
+    """Runs patterns in RE2, each compiled once (and its `.`-matches-newline form once)."""
+
+    def __init__(self) -> None:
+        self._compiled: dict[int, Any] = {}  # None: the pattern cannot be compiled
+        self._runs_on: dict[int, Any] = {}
+
+    def verify(self, pattern: Pattern, candidates: Sequence[Subject]) -> Verified | None:
+        """The first subject the pattern matches, with what it captured."""
+        if pattern.others:
+            # every literal piece must be there: a substring test rejects most candidates
+            # before their regex is compiled and run
+            candidates = [s for s in candidates if all(piece in s.text for piece in pattern.others)]
+            if not candidates:
+                return None
+        compiled = self._compile(pattern)
+        if compiled is None:
+            return None
+        for subject in candidates:
+            last = subject.last
+            if subject.runs_on:
+                runs_on = self._compile_runs_on(pattern)
+                m = runs_on.search(subject.text) if runs_on is not None else None
+                if m is None:
+                    continue
+                last = subject.first + subject.text.count("\n", 0, m.end())
+            else:
+                m = compiled.search(subject.text)
+            if m is None:
+                continue
+            if pattern.engine == "guarded" and not _confirm(pattern, subject.text, m):
+                continue
+            leading = pattern.regex.startswith("^(")
+            return Verified(
+                first=subject.first,
+                last=last,
+                text=subject.text,
+                captures=captures(m, subject.text),
+                whole=covers_message(subject.text, m.start(), m.end(), leading),
+            )
+        return None
+
+    def _compile(self, pattern: Pattern) -> Any:
+        if pattern.idx not in self._compiled:
+            import re2  # only once a candidate survives its substring test
+
+            try:
+                if pattern.engine == "guarded":
+                    source = pattern.relaxed
+                    self._compiled[pattern.idx] = re2.compile(source) if source else None
+                else:
+                    self._compiled[pattern.idx] = re2.compile(pattern.regex)
+            except Exception:
+                self._compiled[pattern.idx] = None
+        return self._compiled[pattern.idx]
+
+    def _compile_runs_on(self, pattern: Pattern) -> Any:
+        if pattern.engine == "guarded":
+            return None
+        if pattern.idx not in self._runs_on:
+            import re2
+
+            try:
+                self._runs_on[pattern.idx] = re2.compile("(?s)" + pattern.regex)
+            except Exception:
+                self._runs_on[pattern.idx] = None
+        return self._runs_on[pattern.idx]
+
+
+def _confirm(pattern: Pattern, subject: str, m: Any) -> bool:
+    """Run a backtracking-only pattern where it is bounded: on the span RE2 found (its
+    relaxed form matched there), short, and without nested quantifiers."""
+    if pattern.nested or m.end() - m.start() > GUARD_MAX_CHARS:
+        return False
+    try:
+        return re.search(pattern.regex, subject[m.start() : m.end()]) is not None
+    except re.error:
+        return False
+
+
+def covers_message(subject: str, start: int, end: int, leading: bool = False) -> bool:
+    """Whether a match spans the message from its start (after "Class: ") to the line's end.
+    A pattern opening with a placeholder covers anything, unless a class marks the start."""
+    exc = exception_of(subject)
+    if leading and exc is None:
+        return False
+    msg_start = len(subject) - len(exc[1]) if exc else 0
+    tail = subject[end:].strip().rstrip(".")
+    return start <= msg_start + 1 and not tail
+
+
+def captures(m: Any, subject: str) -> list[str]:
+    """Captured values as a person reads them: the log's prefix and the exception class cut off
+    a leading group, whitespace trimmed."""
+    out: list[str] = []
+    for i in range(1, (m.re.groups if hasattr(m, "re") else 0) + 1):
+        value = m.group(i)
+        if value is None:
+            out.append("")
+            continue
+        if i == 1 and m.start(1) == 0:
+            exc = exception_of(value + " ")
+            if exc is not None:
+                value = exc[1] if exc[1] else value
+        out.append(value.strip())
+    return out
+
+
+def has_code(line: str, code: str) -> bool:
+    """Whether `code` is on the line as a word of its own, not inside a longer one."""
+    pos = line.find(code)
+    while pos >= 0:
+        before = line[pos - 1 : pos]
+        after = line[pos + len(code) : pos + len(code) + 1]
+        if not _CODE_BOUNDARY.match(before or " ") and not _CODE_BOUNDARY.match(after or " "):
+            return True
+        pos = line.find(code, pos + 1)
+    return False
