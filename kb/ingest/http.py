@@ -33,8 +33,7 @@ class _SameOrigin(urllib.request.HTTPRedirectHandler):
         old, new = urlsplit(req.full_url), urlsplit(newurl)
         if (old.scheme, old.netloc) != (new.scheme, new.netloc):
             raise InputError(
-                f"{req.full_url}: redirected to another host ({new.scheme}://{new.netloc}); "
-                "refused"
+                f"{req.full_url}: redirected to another host ({new.scheme}://{new.netloc}); refused"
             )
         return super().redirect_request(req, fp, code, msg, headers, newurl)
 

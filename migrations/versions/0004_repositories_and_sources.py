@@ -43,9 +43,7 @@ def upgrade() -> None:
         ),
         sa.PrimaryKeyConstraint("repo", name=op.f("pk_repositories")),
     )
-    op.create_index(
-        op.f("ix_repositories_import_id"), "repositories", ["import_id"], unique=False
-    )
+    op.create_index(op.f("ix_repositories_import_id"), "repositories", ["import_id"], unique=False)
     op.create_table(
         "dataset_sources",
         sa.Column("location", sa.String(length=2000), nullable=False),
