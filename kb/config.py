@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 from pathlib import Path
 from typing import Final
 
 # The newest Alembic revision; tests/test_db.py proves it equals the scripts' head.
-HEAD_REVISION: Final = "0004"
+HEAD_REVISION: Final = "0005"
 ENV_URL = "KB_DATABASE_URL"
 APP_NAME = "kb"
 DEFAULT_FILENAME = "kb.sqlite3"
@@ -56,8 +57,31 @@ def sqlite_file(url: str) -> Path | None:
 
 def cache_dir_for(url: str) -> Path:
     """Where derived caches (the matcher index, the search vocabulary) of the database at
-    `url` live."""
+    `url` live. Keyed by the URL without its secrets: a new password keeps the cache."""
     from platformdirs import user_cache_dir
 
-    digest = hashlib.sha256(url.encode("utf-8")).hexdigest()[:16]
+    digest = hashlib.sha256(masked(url, mask="").encode("utf-8")).hexdigest()[:16]
     return Path(user_cache_dir(APP_NAME, appauthor=False)) / digest
+
+
+# Query parameters whose values are secrets (libpq's `password`, and what people put in the
+# URLs of datasets they import: `?token=`, `?key=`).
+SECRET_PARAMETERS: Final = (
+    "password", "passwd", "pwd", "secret", "token", "access_token", "api_key", "apikey",
+    "key", "sig", "signature",
+)  # fmt: skip
+# The password runs to the last `@` before the host: an unquoted `@` in it is still hidden.
+_USERINFO_RE: Final = re.compile(r"(?P<head>[A-Za-z][\w+.-]*://[^:/?#@\s]*):[^/?#\s]*@")
+_SECRET_QUERY_RE: Final = re.compile(
+    r"(?P<head>[?&;](?:" + "|".join(SECRET_PARAMETERS) + r")=)[^&#\s'\"]*", re.IGNORECASE
+)
+_PASSWORD_PAIR_RE: Final = re.compile(r"(?P<head>\bpassword\s*=\s*)('[^']*'|[^\s'\"]+)")
+MASK: Final = "***"
+
+
+def masked(text: str, *, mask: str = MASK) -> str:
+    """`text` (a URL, or a message or traceback holding URLs or libpq settings) with every
+    password replaced by `***`: `scheme://user:***@host/db`, `?password=***`, `password=***`."""
+    text = _USERINFO_RE.sub(lambda m: f"{m['head']}:{mask}@", text)
+    text = _SECRET_QUERY_RE.sub(lambda m: m["head"] + mask, text)
+    return _PASSWORD_PAIR_RE.sub(lambda m: m["head"] + mask, text)

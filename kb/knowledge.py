@@ -11,12 +11,11 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from sqlalchemy import Engine, func, select
-from sqlalchemy.exc import OperationalError
 
 from kb import db
 from kb.config import cache_dir_for, resolve_database_url
 from kb.db import get_meta
-from kb.errors import Ambiguous, DatabaseError, NotFound
+from kb.errors import Ambiguous, NotFound
 from kb.ingest import (
     DEFAULT_BATCH_SIZE,
     ImportReport,
@@ -31,6 +30,7 @@ from kb.sql import SqlAlchemyRunner, read_revision, records_by_id
 if TYPE_CHECKING:
     from kb.matcher import MatcherIndex, MatchReport, PatternSource
     from kb.search import Filters, SearchResponse
+    from kb.shared_index import Status
 
 
 def repository_from_row(row: Any) -> dict[str, Any]:
@@ -51,11 +51,16 @@ def record_from_row(row: Any) -> Record:
 
 
 class KnowledgeBase:
-    """One knowledge base, at a SQLAlchemy URL or a SQLite path (see kb.config)."""
+    """One knowledge base, at a SQLAlchemy URL or a SQLite path (see kb.config).
 
-    def __init__(self, url: str | None = None, *, create: bool = True) -> None:
+    `pooled`: keep connections open between calls (a long-running server); a command
+    connects for each call and closes at once."""
+
+    def __init__(
+        self, url: str | None = None, *, create: bool = True, pooled: bool = False
+    ) -> None:
         self.url = resolve_database_url(url)
-        self.engine: Engine = db.make_engine(self.url)
+        self.engine: Engine = db.make_engine(self.url, pooled=pooled)
         self._index: MatcherIndex | None = None
         if create:
             db.ensure_ready(self.engine)
@@ -111,32 +116,78 @@ class KnowledgeBase:
         """Where this knowledge base's derived caches (the matcher index) live."""
         return cache_dir_for(self.url)
 
-    def matcher(self, *, rebuild: bool = False) -> MatcherIndex:
-        """The matcher index for the current revision: loaded from the cache, else built."""
-        from kb.matcher import build_index, load_index
+    def matcher(
+        self,
+        *,
+        rebuild: bool = False,
+        status: Status | None = None,
+        progress: Callable[[int], None] | None = None,
+    ) -> MatcherIndex:
+        """The matcher index for the current revision: loaded from the cache, else fetched
+        from the database (where the first builder stored it), else built (and stored).
+        `status` gets a line before and after a fetch or a build; `progress` follows a build
+        (records prepared since its last call)."""
+        from kb.matcher import load_index
 
         revision = self.revision()
         index = self._index
         if index is not None and index.revision == revision and not rebuild:
             return index  # kept in memory: repeated matches pay for neither load nor build
         index = None if rebuild else load_index(self.cache_dir(), revision)
+        if index is None and not rebuild and self._fetch_matcher(revision, status):
+            index = load_index(self.cache_dir(), revision)
         if index is None:
-            index = build_index(self._pattern_sources(), self.cache_dir(), revision)
+            self._build(revision, status, progress)
+            index = load_index(self.cache_dir(), revision)
+            if index is None:  # pragma: no cover - we just wrote it
+                raise RuntimeError(f"the matcher cache in {self.cache_dir()} cannot be read")
         self._index = index
         return index
 
     def build_matcher(self, progress: Callable[[int], None] | None = None) -> bool:
         """Write the matcher cache for the current revision unless it is there already, without
         loading it (what `kb import` does after storing records: the build's memory is freed
-        before anything else is held). True if it was built. `progress` gets the number of
-        records prepared since its last call."""
-        from kb.matcher import cache_is_current, write_index
+        before anything else is held), and store it in the database for the other machines.
+        True if it was built. `progress` gets the number of records prepared since its last
+        call."""
+        from kb.matcher import CACHE_FILE, FORMAT_VERSION, cache_is_current
+        from kb.shared_index import store_quietly
 
         revision = self.revision()
         if cache_is_current(self.cache_dir(), revision):
+            # built here already; still shared if it was not (an import through the library)
+            store_quietly(self.engine, self.cache_dir() / CACHE_FILE, revision, FORMAT_VERSION)
             return False
-        write_index(self._pattern_sources(), self.cache_dir(), revision, progress)
+        self._build(revision, None, progress)
         return True
+
+    def _build(
+        self, revision: str, status: Status | None, progress: Callable[[int], None] | None
+    ) -> None:
+        import time
+
+        from kb.matcher import CACHE_FILE, FORMAT_VERSION, write_index
+        from kb.shared_index import store_quietly
+
+        started = time.perf_counter()
+        if status is not None:
+            status(
+                f"Building the matcher index for this revision ({self.count():,} records; "
+                "nobody has shared one in the database yet)..."
+            )
+        write_index(self._pattern_sources(), self.cache_dir(), revision, progress)
+        if status is not None:
+            status(f"Built the matcher index in {time.perf_counter() - started:.1f} s.")
+        store_quietly(self.engine, self.cache_dir() / CACHE_FILE, revision, FORMAT_VERSION)
+
+    def _fetch_matcher(self, revision: str, status: Status | None) -> bool:
+        """The revision's cache file fetched from the database into the cache folder."""
+        from kb.matcher import CACHE_FILE, FORMAT_VERSION
+        from kb.shared_index import fetch
+
+        with self._connect() as conn:
+            runner = SqlAlchemyRunner(conn)
+            return fetch(runner, self.cache_dir(), CACHE_FILE, revision, FORMAT_VERSION, status)
 
     def match(
         self,
@@ -346,7 +397,7 @@ class KnowledgeBase:
     def cached_matcher(self) -> MatcherIndex | None:
         """The matcher index for the current revision if it is in memory or the cache, else
         None: never builds, so a server can keep answering with its old index while the
-        importing process writes the new one."""
+        importing process writes the new one (fetched from the database once it is there)."""
         from kb.matcher import load_index
 
         revision = self.revision()
@@ -354,15 +405,14 @@ class KnowledgeBase:
         if index is not None and index.revision == revision:
             return index
         index = load_index(self.cache_dir(), revision)
+        if index is None and self._fetch_matcher(revision, None):
+            index = load_index(self.cache_dir(), revision)
         if index is not None:
             self._index = index
         return index
 
     def _connect(self) -> Any:
-        try:
-            return self.engine.connect()
-        except OperationalError as exc:
-            raise DatabaseError(f"cannot open {db.describe(self.engine)}: {exc.orig}") from exc
+        return db.connected(self.engine)
 
 
 def _pattern_warning(record: Record) -> str | None:
