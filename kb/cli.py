@@ -52,7 +52,10 @@ class KbGroup(click.Group):
             sa_exc = sys.modules.get("sqlalchemy.exc")
             if sa_exc is None or not isinstance(exc, sa_exc.DBAPIError):
                 raise
-            click.echo(f"Error: database error: {exc.orig}", err=True)
+            from kb.config import masked
+
+            reason = " ".join(masked(str(exc.orig)).split())
+            click.echo(f"Error: database error: {reason}", err=True)
             ctx.exit(EXIT_DATABASE)
 
 
@@ -60,6 +63,40 @@ def use_color(stream: Any = None) -> bool:
     """Colour only on a terminal, and never when NO_COLOR is set."""
     stream = stream or sys.stdout
     return "NO_COLOR" not in os.environ and hasattr(stream, "isatty") and stream.isatty()
+
+
+class SlowNotice:
+    """Status lines of a slow step (fetching or building the matcher index) on a terminal: the
+    first only once the step has taken NOTICE_AFTER_S (most take less), the closing one, with
+    the step's true elapsed time, only when the first was shown."""
+
+    NOTICE_AFTER_S = 0.3  # below this a step needs no explaining
+
+    def __init__(self) -> None:
+        self._timer: Any = None
+        self._shown = False
+
+    def __call__(self, line: str) -> None:
+        import threading
+
+        if self._timer is None:
+            self._timer = threading.Timer(self.NOTICE_AFTER_S, self._show, (line,))
+            self._timer.daemon = True
+            self._timer.start()
+            return
+        self._timer.cancel()
+        self._timer = None
+        if self._shown:
+            click.echo(line, err=True)
+        self._shown = False
+
+    def _show(self, line: str) -> None:
+        self._shown = True
+        click.echo(line, err=True)
+
+
+def slow_notice() -> SlowNotice | None:
+    return SlowNotice() if sys.stderr.isatty() else None
 
 
 def open_kb(ctx: click.Context) -> KnowledgeBase:
@@ -263,10 +300,11 @@ def match(
     if as_json:
         fmt = "json"
     url = resolve_database_url(ctx.obj.get("db"))
-    opened = open_for_matching(url)
+    status = slow_notice()
+    opened = open_for_matching(url, status)
     if opened is None:  # the full path checks the schema (exit 3 if old) and builds the cache
         kb = open_kb(ctx)
-        opened = kb.matcher(), kb.get_many
+        opened = kb.matcher(status=status), kb.get_many
     index, fetch = opened
     # A one-shot process: what is loaded by now lives until exit, and a big log makes tens of
     # thousands of short-lived containers: collecting less often (big.log at 150k records:
@@ -567,4 +605,14 @@ def db_current(ctx: click.Context) -> None:
 
 
 def main() -> None:
-    cli(prog_name="kb")
+    try:
+        cli(prog_name="kb")
+    except Exception:
+        # A bug, not a KbError: the traceback is for a bug report, with any password that a
+        # database URL or a driver's message put in it masked.
+        import traceback
+
+        from kb.config import masked
+
+        sys.stderr.write(masked(traceback.format_exc()))
+        sys.exit(1)

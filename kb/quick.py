@@ -19,6 +19,7 @@ from kb.sql import SqliteRunner, read_revision, records_by_id
 if TYPE_CHECKING:  # types only: the cold path must not import these modules' dependencies
     from kb.matcher import MatcherIndex
     from kb.search import Filters, SearchResponse
+    from kb.shared_index import Status
 
 RecordFetcher = Callable[[Iterable[str]], dict[str, dict[str, Any]]]
 
@@ -56,15 +57,22 @@ class QuickReader:
         self.conn.close()
 
 
-def open_for_matching(url: str) -> tuple[MatcherIndex, RecordFetcher] | None:
+def open_for_matching(
+    url: str, status: Status | None = None
+) -> tuple[MatcherIndex, RecordFetcher] | None:
     """The matcher index and a record fetcher for the database at `url`, or None when this
-    path cannot serve it (not a SQLite file at the newest schema, or no current cache)."""
-    from kb.matcher import load_index
+    path cannot serve it (not a SQLite file at the newest schema, or no current cache here
+    nor in the file: another user's, or one whose cache folder was emptied)."""
+    from kb.matcher import CACHE_FILE, FORMAT_VERSION, load_index
+    from kb.shared_index import fetch
 
     reader = QuickReader.open(url)
     if reader is None:
         return None
-    index = load_index(cache_dir_for(url), reader.revision())
+    cache, revision = cache_dir_for(url), reader.revision()
+    index = load_index(cache, revision)
+    if index is None and fetch(reader.runner, cache, CACHE_FILE, revision, FORMAT_VERSION, status):
+        index = load_index(cache, revision)
     if index is None:
         reader.close()
         return None

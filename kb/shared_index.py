@@ -64,12 +64,26 @@ def fetch(
             f"Fetching the matcher index for this revision from the database "
             f"({size / 1e6:.1f} MB, once per revision)..."
         )
+    done = _fetch_into(runner, cache_dir, cache_file, revision, format_version)
+    if status is not None:  # every opening line gets its closing one
+        elapsed = time.perf_counter() - started
+        status(
+            f"Fetched the matcher index in {elapsed:.1f} s."
+            if done
+            else f"Could not fetch the matcher index ({elapsed:.1f} s); building it instead."
+        )
+    return done
+
+
+def _fetch_into(
+    runner: Runner, cache_dir: Path, cache_file: str, revision: str, format_version: int
+) -> bool:
     rows = runner.rows(
         f"SELECT part, data FROM {TABLE} WHERE revision = ? AND format = ? ORDER BY part",
         (revision, format_version),
     )
     if not rows or [int(part) for part, _ in rows] != list(range(len(rows))):
-        return False  # replaced by a newer revision between the two reads: build instead
+        return False  # replaced by a newer revision between the two reads
     try:
         cache_dir.mkdir(parents=True, exist_ok=True)
         fd, name = tempfile.mkstemp(prefix=".matcher-", suffix=".tmp", dir=cache_dir)
@@ -84,8 +98,6 @@ def fetch(
     except (OSError, zlib.error):
         temporary.unlink(missing_ok=True)
         return False
-    if status is not None:
-        status(f"Fetched the matcher index in {time.perf_counter() - started:.1f} s.")
     return True
 
 

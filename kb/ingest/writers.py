@@ -248,9 +248,15 @@ class PostgresWriter(PortableWriter):
         )
 
     def _values(self, names: list[str], values: list[tuple[Any, ...]]) -> None:
-        marks = "(" + ", ".join(_pg_mark(n) for n in names) + ")"
-        sql = self._upsert(names).format(source="VALUES " + ", ".join([marks] * len(values)))
-        self.conn.exec_driver_sql(sql, tuple(v for row in values for v in row))
+        """One INSERT of the whole batch as one array a column (unnest): a multi-row VALUES
+        list of 38,000 placeholders cost psycopg half a second a batch just to parse."""
+        arrays = [f"%s::{_pg_array_type(name)}" for name in names]
+        selected = ", ".join(f"{n}::jsonb" if n in _JSON_COLUMNS else n for n in names)
+        source = f"SELECT {selected} FROM unnest({', '.join(arrays)}) AS u({', '.join(names)})"
+        columns = list(zip(*values, strict=True))
+        self.conn.exec_driver_sql(
+            self._upsert(names).format(source=source), tuple(map(list, columns))
+        )
 
     def _copy(self, names: list[str], values: list[tuple[Any, ...]]) -> None:
         columns = ", ".join(names)
@@ -284,8 +290,10 @@ def _has_nul(value: Any) -> bool:
     return False
 
 
-def _pg_mark(name: str) -> str:
-    return "%s::jsonb" if name in _JSON_COLUMNS else "%s"
+def _pg_array_type(name: str) -> str:
+    """The array type one column's values travel in (JSON as text, cast by the server)."""
+    python_type = RECORDS.c[name].type.python_type if name not in _JSON_COLUMNS else str
+    return {int: "integer[]", bool: "boolean[]"}.get(python_type, "text[]")
 
 
 def _encoded(rows: list[dict[str, Any]], names: list[str]) -> list[tuple[Any, ...]]:

@@ -77,7 +77,9 @@ class Service:
 
         self.config = config
         # create=False: the CLI checked the schema; a server never creates or changes tables.
-        self.kb: KnowledgeBase = KnowledgeBase(config.db_url, create=False)
+        # pooled: a worker queries on every request and once a second; connecting each time
+        # would cost a PostgreSQL server a process start per query
+        self.kb: KnowledgeBase = KnowledgeBase(config.db_url, create=False, pooled=True)
         self.index: MatcherIndex = self.kb.matcher()  # `kb serve` built it before forking
         self.revision_seen = self.index.revision
         self._waiting_since: float | None = None
@@ -126,7 +128,9 @@ class Service:
             try:
                 await asyncio.to_thread(self.refresh)
             except Exception as exc:  # a dropped database connection: keep serving, retry
-                log.warning("revision check failed: %s", exc)
+                from kb.config import masked
+
+                log.warning("revision check failed: %s", masked(str(exc)))
 
     # ---- matching under a deadline ---------------------------------------------------------
 

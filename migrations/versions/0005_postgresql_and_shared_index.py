@@ -26,23 +26,42 @@ JSON_COLUMNS = {
     "import_runs": ("sources",),
     "repositories": ("extra",),
 }
-_WORDS = "'[[:punct:][:space:]]+', ' ', 'g'"
+
+
+def _words(columns: str) -> str:
+    """The columns' text with the characters that join tokens made spaces (kb/models.py)."""
+    for char in "./-@:":
+        columns = f"replace({columns}, '{char}', ' ')"
+    return columns
+
+
+def _weighted(columns: str, weight: str) -> str:
+    return f"setweight(to_tsvector('kb_english'::regconfig, {_words(columns)}), '{weight}')"
+
+
 PG_FTS = (
     "CREATE TEXT SEARCH DICTIONARY kb_english_stem (TEMPLATE = snowball, LANGUAGE = english)",
     "CREATE TEXT SEARCH CONFIGURATION kb_english (COPY = english)",
     "ALTER TEXT SEARCH CONFIGURATION kb_english ALTER MAPPING FOR asciiword, asciihword, "
     "hword_asciipart, word, hword, hword_part WITH kb_english_stem",
     "ALTER TABLE records ADD COLUMN search_vector tsvector GENERATED ALWAYS AS ("
-    "setweight(to_tsvector('kb_english'::regconfig, regexp_replace(coalesce(error_message, '')"
-    f" || ' ' || coalesce(error_code, ''), {_WORDS})), 'A') || "
-    "setweight(to_tsvector('kb_english'::regconfig, regexp_replace(coalesce(slug, '')"
-    f" || ' ' || coalesce(error_class, ''), {_WORDS})), 'B') || "
-    "setweight(to_tsvector('kb_english'::regconfig, regexp_replace(coalesce(repo, '')"
-    " || ' ' || coalesce(file_path, '') || ' ' || coalesce(tags::text, ''), "
-    f"{_WORDS})), 'C') || "
-    "setweight(to_tsvector('kb_english'::regconfig, regexp_replace(coalesce(documentation, '')"
-    " || ' ' || coalesce(trigger_scenarios, '') || ' ' || coalesce(common_situations, '')"
-    f" || ' ' || coalesce(solutions::text, ''), {_WORDS})), 'D')) STORED",
+    + " || ".join(
+        (
+            _weighted("coalesce(error_message, '') || ' ' || coalesce(error_code, '')", "A"),
+            _weighted("coalesce(slug, '') || ' ' || coalesce(error_class, '')", "B"),
+            _weighted(
+                "coalesce(repo, '') || ' ' || coalesce(file_path, '') || ' ' || "
+                "coalesce(tags::text, '')",
+                "C",
+            ),
+            _weighted(
+                "coalesce(documentation, '') || ' ' || coalesce(trigger_scenarios, '') || ' ' "
+                "|| coalesce(common_situations, '') || ' ' || coalesce(solutions::text, '')",
+                "D",
+            ),
+        )
+    )
+    + ") STORED",
     "CREATE INDEX ix_records_search_vector ON records USING gin (search_vector)",
 )
 PG_FTS_DOWN = (
