@@ -19,6 +19,8 @@ import pytest
 from kb.knowledge import KnowledgeBase
 from tests.conftest import RECORDS40, SEED, corpus_records, seed_record
 
+pytestmark = pytest.mark.databases  # each test on SQLite and on PostgreSQL
+
 
 def write_jsonl(path: Path, records: list[Any], wrap: bool = False) -> Path:
     with open(path, "w", encoding="utf-8") as out:
@@ -626,3 +628,24 @@ def test_the_portable_writer_stores_what_the_sqlite_writer_stores(
         results.append(stored(db))
     assert results[0] == results[1]
     assert any(tag == "changed" for _id, tag in results[1][1])
+
+
+def test_a_nul_character_rejects_its_record_on_postgresql_alone(
+    invoke: Any, tmp_path: Path, records: list[Any], database: str
+) -> None:
+    """JSON can spell U+0000 and SQLite keeps it; PostgreSQL's text and jsonb cannot hold it,
+    so there the record is rejected with a reason and the others are stored."""
+    with_nul = dict(records[0], documentation="before\x00after")
+    path = write_jsonl(tmp_path / "in.jsonl", [with_nul, *records[1:5]])
+    result = invoke("import", str(path), "--json")
+    report = json.loads(result.stdout)
+    if database == "sqlite":
+        assert (result.exit_code, report["inserted"], report["rejected"]) == (0, 5, 0)
+        assert json.loads(invoke("show", records[0]["id"], "--format", "json").stdout)[
+            "documentation"
+        ] == "before\x00after"
+        return
+    assert (result.exit_code, report["inserted"], report["rejected"]) == (1, 4, 1)
+    assert report["errors"][0]["field"] == "documentation"
+    assert "NUL character (U+0000), which PostgreSQL cannot store" in report["errors"][0]["reason"]
+    assert f"{path}:1: id {records[0]['id']}: documentation:" in result.stderr

@@ -14,6 +14,8 @@ from kb import KnowledgeBase
 from tests.conftest import corpus_records
 from tests.published_site import DATASET_VERSION, Site, build_site
 
+pytestmark = pytest.mark.databases  # each test on SQLite and on PostgreSQL
+
 
 @pytest.fixture
 def site(tmp_path: Path) -> Site:

@@ -15,6 +15,8 @@ from kb import quick
 from kb.config import cache_dir_for
 from tests.conftest import SEED
 
+pytestmark = pytest.mark.databases  # each test on SQLite and on PostgreSQL
+
 LOG = (
     "2026-11-29T10:00:00Z INFO starting worker\n"
     "Traceback (most recent call last):\n"

@@ -13,6 +13,8 @@ from kb.knowledge import KnowledgeBase
 from tests.conftest import RECORDS40, SEED, corpus_records, seed_record
 from tests.test_import import write_jsonl
 
+pytestmark = pytest.mark.databases  # each test on SQLite and on PostgreSQL
+
 
 @pytest.fixture
 def loaded(invoke: Any) -> Any:

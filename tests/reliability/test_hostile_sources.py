@@ -18,6 +18,8 @@ import pytest
 from kb import KnowledgeBase
 from tests.conftest import corpus_records
 
+pytestmark = pytest.mark.databases  # each test on SQLite and on PostgreSQL
+
 Handler = Callable[[BaseHTTPRequestHandler], None]
 
 
