@@ -80,6 +80,19 @@ def pg_url(pg_server: Any) -> Iterator[str]:
 
 
 @pytest.fixture
+def empty_db_url(database: str, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A database with no tables at all: a new SQLite path, or a new PostgreSQL database
+    (not copied from the template)."""
+    if database != "postgresql":
+        yield str(tmp_path / "empty.sqlite3")
+        return
+    server = request.getfixturevalue("pg_server")
+    name = f"kb_empty_{os.getpid()}_{next(_database_numbers)}"
+    yield server.create_database(name)
+    server.drop_database(name)
+
+
+@pytest.fixture
 def db_url(database: str, request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """The test's database: a SQLite file (as a path), or a PostgreSQL URL."""
     if database == "postgresql":

@@ -210,23 +210,26 @@ class PostgresWriter(PortableWriter):
         if not rows:
             return
         names = self._names = self._names or list(rows[0])
-        if updates:
-            self.conn.exec_driver_sql(
-                f"DELETE FROM {RECORD_TAGS.name} WHERE record_key = ANY(%s)",
-                ([u.stored.key for u in updates],),
-            )
+        ids = [row["id"] for row in rows]
         values = _encoded(rows, names)
         if self.method == "copy":
             self._copy(names, values)
         else:
             self._values(names, values)
-        # Tag rows from what is stored now: one statement, and no key read back.
+        # Tag rows from what is stored now, in two statements and no key read back. All the
+        # batch's old ones go first: a row this import took for new may have been written by
+        # another import meanwhile (the upsert then updated it).
+        self.conn.exec_driver_sql(
+            f"DELETE FROM {RECORD_TAGS.name} WHERE record_key IN "
+            "(SELECT key FROM records WHERE id = ANY(%s))",
+            (ids,),
+        )
         self.conn.exec_driver_sql(
             f"INSERT INTO {RECORD_TAGS.name} (record_key, tag) "
             "SELECT DISTINCT r.key, t.tag FROM records r "
             "CROSS JOIN LATERAL jsonb_array_elements_text(r.tags) AS t(tag) "
             "WHERE r.id = ANY(%s)",
-            ([row["id"] for row in rows],),
+            (ids,),
         )
 
     def unstorable(self, record: Record) -> tuple[str, str] | None:
