@@ -171,9 +171,10 @@ class KnowledgeBase:
 
         started = time.perf_counter()
         if status is not None:
+            count = self.count()
             status(
-                f"Building the matcher index for this revision ({self.count():,} records; "
-                "nobody has shared one in the database yet)..."
+                f"Building the matcher index for this revision ({count:,} "
+                f"record{'s' * (count != 1)}; none is stored in the database yet)..."
             )
         write_index(self._pattern_sources(), self.cache_dir(), revision, progress)
         if status is not None:

@@ -64,15 +64,17 @@ def open_for_matching(
     path cannot serve it (not a SQLite file at the newest schema, or no current cache here
     nor in the file: another user's, or one whose cache folder was emptied)."""
     from kb.matcher import CACHE_FILE, FORMAT_VERSION, load_index
-    from kb.shared_index import fetch
 
     reader = QuickReader.open(url)
     if reader is None:
         return None
     cache, revision = cache_dir_for(url), reader.revision()
     index = load_index(cache, revision)
-    if index is None and fetch(reader.runner, cache, CACHE_FILE, revision, FORMAT_VERSION, status):
-        index = load_index(cache, revision)
+    if index is None:
+        from kb.shared_index import fetch  # only without a cache: most runs never need it
+
+        if fetch(reader.runner, cache, CACHE_FILE, revision, FORMAT_VERSION, status):
+            index = load_index(cache, revision)
     if index is None:
         reader.close()
         return None

@@ -205,3 +205,69 @@ def test_matching_against_an_empty_knowledge_base_says_what_to_do(invoke: Any) -
     assert result.exit_code == 1
     assert result.stdout.startswith("No known error in the pasted text (1 line against 0 records")
     assert "The knowledge base is empty: import a dataset first (kb import PATH)." in result.stderr
+
+
+def test_a_machine_without_the_index_fetches_it_from_the_database_instead_of_building_it(
+    seeded: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`kb import` stored the index it built; a teammate whose cache folder is empty gets it
+    from the database (SQLite's quick path reads it from the file), never rebuilding it."""
+    from kb.matcher import build
+
+    def rebuilt(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("the index was rebuilt instead of fetched")
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "another-machine"))
+    monkeypatch.setattr(build, "write_index", rebuilt)
+    result = seeded("match", "--json", input=LOG)
+    assert result.exit_code == 0, result.output
+    assert [m["id"] for m in json.loads(result.stdout)["matches"]] == ["46a1fcb95e0d367e"]
+
+
+def test_fetching_or_building_the_index_says_so_with_its_true_duration(
+    seeded: Any, db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import re
+    import time
+
+    from kb.knowledge import KnowledgeBase
+    from kb.shared_index import TABLE
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "fetching"))
+    lines: list[str] = []
+    with KnowledgeBase(db_url) as base:
+        started = time.perf_counter()
+        base.matcher(status=lines.append)
+        took = time.perf_counter() - started
+        assert lines[0].startswith("Fetching the matcher index for this revision")
+        reported = re.fullmatch(r"Fetched the matcher index in (\d+\.\d) s\.", lines[1])
+        assert reported is not None and float(reported[1]) <= took + 0.05
+        with base.engine.begin() as conn:  # nothing stored: the next machine builds it
+            conn.exec_driver_sql(f"DELETE FROM {TABLE}")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "building"))
+    lines.clear()
+    with KnowledgeBase(db_url) as base:
+        base.matcher(status=lines.append)
+        assert lines[0].startswith("Building the matcher index for this revision (1 record;")
+        assert re.fullmatch(r"Built the matcher index in \d+\.\d s\.", lines[1])
+        with base.engine.connect() as conn:  # and stored it for the next one
+            assert conn.exec_driver_sql(f"SELECT count(*) FROM {TABLE}").scalar() == 1
+
+
+def test_a_slow_step_is_announced_on_a_terminal_only_once_it_takes_a_moment(
+    capsys: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import time
+
+    from kb.cli import SlowNotice
+
+    quick_one = SlowNotice()
+    quick_one("Fetching ...")
+    quick_one("Fetched in 0.0 s.")
+    time.sleep(SlowNotice.NOTICE_AFTER_S + 0.2)
+    assert capsys.readouterr().err == ""
+    slow_one = SlowNotice()
+    slow_one("Fetching ...")
+    time.sleep(SlowNotice.NOTICE_AFTER_S + 0.2)
+    slow_one("Fetched in 0.5 s.")
+    assert capsys.readouterr().err == "Fetching ...\nFetched in 0.5 s.\n"
