@@ -233,7 +233,7 @@ def test_the_portable_word_search_finds_records_without_fts(loaded: Any, db_path
 
     with KnowledgeBase(str(db_path)) as kb, kb.engine.connect() as conn:
         runner = SqlAlchemyRunner(conn)
-        runner.fts = False  # what a database without FTS5 (PostgreSQL for now) gets
+        runner.fts = False  # what a database with neither FTS5 nor tsvector gets
         searcher = Searcher(runner)
         found = searcher.search("backend_per_kind", Filters(), 5)
         assert [r.id for r in found.results] == [SEED_ID]
