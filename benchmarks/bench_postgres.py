@@ -194,6 +194,45 @@ def match_and_search(url: str, log: Path, repeat: int) -> dict[str, Any]:
     }
 
 
+AGREEMENT_SNIPPET = """
+import json, sys
+from kb import KnowledgeBase
+out = {}
+with KnowledgeBase(sys.argv[1]) as base:
+    for query in json.loads(sys.argv[2]):
+        found = base.search(query, limit=10)
+        out[query] = [found.total, found.method, [r.id for r in found.results]]
+print(json.dumps(out))
+"""
+
+
+def search_agreement(sqlite_url: str, pg_url: str) -> list[tuple[str, str, str, str]]:
+    """Per query: the totals and methods on both, and how many of SQLite's top 10 PostgreSQL
+    also returns in its top 10 (ranking is where the two engines may differ)."""
+    answers = []
+    for url in (sqlite_url, pg_url):
+        _, out = timed(
+            [sys.executable, "-c", AGREEMENT_SNIPPET, url, json.dumps(QUERIES)], dict(os.environ)
+        )
+        answers.append(json.loads(out))
+    rows = []
+    for query in QUERIES:
+        (lite_total, lite_method, lite_ids), (pg_total, pg_method, pg_ids) = (
+            answers[0][query],
+            answers[1][query],
+        )
+        shared = len(set(lite_ids) & set(pg_ids))
+        rows.append(
+            (
+                query,
+                f"{lite_total} ({lite_method})",
+                f"{pg_total} ({pg_method})",
+                f"{shared}/{len(lite_ids)}" + (" same order" if lite_ids == pg_ids else ""),
+            )
+        )
+    return rows
+
+
 def ms(seconds: float) -> str:
     return f"{seconds * 1000:.0f} ms" if seconds < 10 else f"{seconds:.0f} s"
 
@@ -228,6 +267,7 @@ def main() -> None:
             "PostgreSQL": import_runs(pg_url, records, "values", args.repeat),
             "PostgreSQL (COPY)": import_runs(pg_url, records, "copy", args.repeat),
         }
+        agreement = search_agreement(imports["SQLite"]["url"], imports["PostgreSQL"]["url"])
         results: dict[str, dict[str, Any]] = {}
         for name in ("SQLite", "PostgreSQL"):
             url = imports[name]["url"]
@@ -272,6 +312,10 @@ def main() -> None:
     ):
         cells = " | ".join(ms(results[name][key]) for name in ("SQLite", "PostgreSQL"))
         print(f"| {label} | {cells} |")
+    print("\n| query | SQLite: found (how) | PostgreSQL: found (how) | top 10 shared |")
+    print("|---|---:|---:|---:|")
+    for row in agreement:
+        print("| " + " | ".join(row) + " |")
     for name, figures in scaled.items():
         print(
             f"\nAt {args.scale:,} records on {name}: import {s(figures['import_s'])}, "
