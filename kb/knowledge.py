@@ -174,7 +174,7 @@ class KnowledgeBase:
                     error_class=row.error_class,
                     error_code=row.error_code,
                     file_path=row.file_path or "",
-                    line_number=row.line_number or 0,
+                    line_number=row.line_number,
                 )
 
     def get_many(self, ids: Iterable[str]) -> dict[str, dict[str, Any]]:
