@@ -220,8 +220,18 @@ class _ImportBars:
 
 @cli.command()
 @click.argument("source", required=False, default="-", metavar="[PATH|-]")
-@format_option
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json", "markdown", "github"]),
+    default="text",
+    show_default=True,
+    help="Text for people, markdown for tickets, JSON for programs, github for ::error "
+    "annotations in a GitHub Actions log.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Same as --format json.")
+@click.option("--brief", is_flag=True, help="One line per error: line, score, id, repository.")
+@click.option("--ids", "-q", "ids_only", is_flag=True, help="Only the matched records' ids.")
 @click.option(
     "--top",
     type=click.IntRange(1, 20),
@@ -241,6 +251,8 @@ def match(
     source: str,
     fmt: str,
     as_json: bool,
+    brief: bool,
+    ids_only: bool,
     top: int,
     min_score: float | None,
 ) -> None:
@@ -256,29 +268,27 @@ def match(
       kubectl logs api-7d9 | kb match --json
     """
     from kb import render
-    from kb.config import resolve_database_url
     from kb.matcher import DEFAULT_MIN_SCORE
-    from kb.quick import open_for_matching
 
     if as_json:
         fmt = "json"
-    url = resolve_database_url(ctx.obj.get("db"))
-    opened = open_for_matching(url)
-    if opened is None:  # the full path checks the schema (exit 3 if old) and builds the cache
-        kb = open_kb(ctx)
-        opened = kb.matcher(), kb.get_many
-    index, fetch = opened
+    index, fetch = _open_matching(ctx)
     # A one-shot process: what is loaded by now lives until exit, and a big log makes tens of
     # thousands of short-lived containers: collecting less often (big.log at 150k records:
     # 20 ms in 49 collections -> 8 ms in 28).
     gc.freeze()
     gc.set_threshold(10_000, 50, 100)
     threshold = DEFAULT_MIN_SCORE if min_score is None else min_score
+    log_bytes: bytes | None = None  # kept when the output must quote the log (github)
     if source == "-":
         if sys.stdin.isatty():
             click.echo("Paste the log, then press Ctrl-D.", err=True)
         label = "the pasted text"
-        report = index.match(sys.stdin.buffer, top=top, min_score=threshold)
+        if fmt == "github":
+            log_bytes = sys.stdin.buffer.read()
+            report = index.match(log_bytes, top=top, min_score=threshold)
+        else:
+            report = index.match(sys.stdin.buffer, top=top, min_score=threshold)
     else:
         label = source
         try:
@@ -293,14 +303,93 @@ def match(
     wanted = [m.id for m in report.matches]
     if fmt == "text":  # it names the alternatives' repositories; JSON and markdown list ids
         wanted += [alt for m in report.matches for alt, _score in m.alternatives]
-    records = fetch(wanted)
-    if fmt == "json":
+    records = fetch(wanted) if not ids_only else {}
+    if ids_only or brief or fmt == "github":
+        from kb import compact
+
+        if ids_only:
+            click.echo(compact.match_ids(report), nl=False)
+        elif fmt == "github":
+            if log_bytes is None:
+                log_bytes = Path(source).read_bytes()
+            lines = log_bytes.decode("utf-8", "replace").split("\n")
+            click.echo(compact.github_annotations(report, records, lines), nl=False)
+        else:
+            click.echo(compact.matches_brief(report, records), nl=False)
+    elif fmt == "json":
         click.echo(render.to_json(render.matches_json(report, records)))
     elif fmt == "markdown":
         click.echo(render.matches_markdown(report, records, label), nl=False)
     else:
         click.echo(render.matches_text(report, records, render.Style(use_color()), label), nl=False)
     ctx.exit(EXIT_OK if report.matches else EXIT_NOTHING_FOUND)
+
+
+def _open_matching(ctx: click.Context) -> tuple[Any, Callable[[list[str]], dict[str, Any]]]:
+    """The matcher index and a record fetcher: the quick stdlib path when the database allows,
+    else the full path (which checks the schema, exit 3 if old, and builds the cache)."""
+    from kb.config import resolve_database_url
+    from kb.quick import open_for_matching
+
+    opened = open_for_matching(resolve_database_url(ctx.obj.get("db")))
+    if opened is None:
+        kb = open_kb(ctx)
+        opened = kb.matcher(), kb.get_many
+    return opened
+
+
+@cli.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED, metavar="-- COMMAND")
+@click.option(
+    "--min-score",
+    type=click.FloatRange(0, 1),
+    default=None,
+    help="Report errors scoring at least this (default: the matcher's).",
+)
+@click.pass_context
+def run(ctx: click.Context, command: tuple[str, ...], min_score: float | None) -> None:
+    """Run a command; when it fails, show the known errors in what it printed.
+
+    The command's output passes through unchanged (stdout to stdout, stderr to stderr); kb
+    keeps the last 16 MB of it. When the command exits with a status other than 0, kb matches
+    that output and prints each known error with its first fix on stderr. kb exits with the
+    command's own status (127 when it cannot be found).
+
+    \b
+    Example:
+      kb run -- pytest -x tests/
+      kb run -- python train.py --epochs 3
+    """
+    import shlex
+
+    from kb import compact
+    from kb.render import safe
+    from kb.run import run as run_command
+    from kb.text import clip
+
+    finished = run_command(command, stdout=sys.stdout.buffer, stderr=sys.stderr.buffer)
+    shown = clip(safe(shlex.join(command), multiline=False), 80)
+    if finished.error is not None:
+        click.echo(f"kb run: {finished.error}", err=True)
+        ctx.exit(finished.status)
+    if finished.status == 0:
+        ctx.exit(0)
+    index, fetch = _open_matching(ctx)
+    report = index.match(finished.output, min_score=min_score)
+    status = f"exited with status {finished.status}"
+    if not report.matches:
+        click.echo(f"kb: `{shown}` {status}; no known error in its output.", err=True)
+        ctx.exit(finished.status)
+    noun = "error" if len(report.matches) == 1 else "errors"
+    click.echo(
+        f"\nkb: `{shown}` {status}; {len(report.matches)} known {noun} in its output "
+        "(line numbers count its output):",
+        err=True,
+    )
+    records = fetch([m.id for m in report.matches])
+    click.echo(compact.matches_brief(report, records, fixes=True), nl=False, err=True)
+    click.echo("More: kb show ID", err=True)
+    ctx.exit(finished.status)
 
 
 @cli.command()

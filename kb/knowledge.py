@@ -6,6 +6,7 @@ Plain values in and out; the CLI is one user of it, Python code is another.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -140,13 +141,21 @@ class KnowledgeBase:
 
     def match(
         self,
-        text: str | bytes | IO[bytes] | IO[str],
+        log: str | bytes | IO[bytes] | IO[str] | os.PathLike[str],
         *,
         top: int = 3,
         min_score: float | None = None,
     ) -> MatchReport:
-        """Every known error in a log (text, bytes or a stream), best first."""
-        return self.matcher().match(text, top=top, min_score=min_score)
+        """Every known error in a log, best first. `log` is the log itself as a `str` (never a
+        file name) or `bytes`, an open stream, or a path-like (`pathlib.Path`) naming a file
+        to read. Each match carries its record (`match.record`), fetched on first use."""
+        from kb.matcher.rank import RecordSource
+
+        report = self.matcher().match(log, top=top, min_score=min_score)
+        source = RecordSource((m.id for m in report.matches), self.get_many)
+        for found in report.matches:
+            found.source = source
+        return report
 
     def _pattern_sources(self) -> Iterator[PatternSource]:
         from kb.matcher import PatternSource

@@ -1,0 +1,228 @@
+"""kb where the failure happens: `kb run -- COMMAND`, the pytest plugin, and GitHub Actions
+annotations. Each is driven as a user would: a failing command, a real pytest run in a
+subprocess, a CI log."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import SEED
+
+KB = [sys.executable, "-m", "kb"]
+MESSAGE = (
+    "Unknown KV cache group kind 'ful_attention' in backend_per_kind. Valid kinds are: "
+    "chunked_local_attention, full_attention, mamba, sliding_window."
+)
+RAISES = f"raise ValueError({MESSAGE!r})"
+
+
+def fake_vllm(root: Path) -> Path:
+    """An installed-looking `vllm` whose config/attention.py raises the seed record's error at
+    the record's own line (169), so a failure goes through "library" code as in real life."""
+    package = root / "site-packages" / "vllm" / "config"
+    package.mkdir(parents=True)
+    (package.parent / "__init__.py").write_text("")
+    (package / "__init__.py").write_text("")
+    body = ["# placeholder line"] * 166 + [
+        "def validate_backend_per_kind_before(kind):",
+        "    if kind != 'full_attention':",
+        f"        {RAISES}",
+    ]
+    (package / "attention.py").write_text("\n".join(body) + "\n")
+    return package.parent.parent
+
+
+CALL = "from vllm.config.attention import validate_backend_per_kind_before as v; v('ful')"
+
+
+@pytest.fixture
+def seeded_db(tmp_path: Path) -> Path:
+    db = tmp_path / "kb.sqlite3"
+    done = subprocess.run([*KB, "--db", str(db), "import", "-q", str(SEED)], capture_output=True)
+    assert done.returncode == 0, done.stderr
+    return db
+
+
+def kb_run(db: Path, *command: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*KB, "--db", str(db), "run", "--", *command], capture_output=True, text=True
+    )
+
+
+def test_kb_run_passes_output_through_and_shows_the_known_error_when_the_command_fails(
+    seeded_db: Path, tmp_path: Path
+) -> None:
+    site = fake_vllm(tmp_path)
+    script = f"import sys\nprint('to stdout')\nprint('to stderr', file=sys.stderr)\n{CALL}\n"
+    done = kb_run(seeded_db, "env", f"PYTHONPATH={site}", sys.executable, "-c", script)
+    assert done.returncode == 1  # the command's own status
+    assert done.stdout == "to stdout\n"  # stdout untouched: kb writes only to stderr
+    assert done.stderr.startswith("to stderr\nTraceback (most recent call last):\n")
+    assert f"ValueError: {MESSAGE}" in done.stderr
+    tail = done.stderr.split("\nkb: ", 1)[1]
+    assert "1 known error in its output" in tail
+    assert "46a1fcb95e0d367e  vllm-project/vllm  ValueError: Unknown KV cache group" in tail
+    assert "fix: Use one of the valid kinds listed in the error message" in tail
+
+
+@pytest.mark.parametrize(
+    ("command", "status", "said"),
+    [
+        (["sh", "-c", "echo fine"], 0, None),
+        (["sh", "-c", "echo broken >&2; exit 3"], 3, "exited with status 3; no known error"),
+        (["sh", "-c", "kill -TERM $$"], 128 + 15, "exited with status 143"),
+        (["no-such-command-kb-test"], 127, "kb run: no-such-command-kb-test: command not found"),
+    ],
+)
+def test_kb_run_exits_with_the_commands_status(
+    seeded_db: Path, command: list[str], status: int, said: str | None
+) -> None:
+    done = kb_run(seeded_db, *command)
+    assert done.returncode == status
+    if said is None:
+        assert "kb" not in done.stderr
+    else:
+        assert said in done.stderr
+
+
+# ------------------------------------------------------------------------------ pytest plugin
+
+FAILING_TESTS = f"""
+def test_passes():
+    assert True
+
+def test_known_error():
+    {CALL}
+
+def test_unknown_error():
+    raise RuntimeError("nothing kb knows")
+"""
+
+
+def run_pytest(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    (tmp_path / "test_app.py").write_text(textwrap.dedent(FAILING_TESTS))
+    site = fake_vllm(tmp_path / "lib") if not (tmp_path / "lib").exists() else tmp_path / "lib"
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": str(site)}
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "test_app.py", *args],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+
+
+@pytest.mark.parametrize("enable", [["--kb"], ["-p", "kb"]])
+def test_the_pytest_plugin_names_each_failing_tests_known_error(
+    seeded_db: Path, tmp_path: Path, enable: list[str]
+) -> None:
+    report = tmp_path / "known.json"
+    done = run_pytest(tmp_path, *enable, "--kb-db", str(seeded_db), "--kb-report", str(report))
+    assert done.returncode == 1  # the plugin never changes the outcome
+    section = done.stdout.split("known errors (kb)", 1)[1].split("\n", 1)[1].split("\n===")[0]
+    assert "test_app.py::test_known_error\n" in section
+    assert "record 46a1fcb95e0d367e (vllm-project/vllm, 0." in section
+    assert "fix: Use one of the valid kinds listed in the error message" in section
+    assert "test_unknown_error" not in section
+    assert "1 of 2 failing test(s) hit a known error" in section
+    written = json.loads(report.read_text())
+    by_test = {t["nodeid"]: t["known_errors"] for t in written["tests"]}
+    assert by_test["test_app.py::test_unknown_error"] == []
+    [known] = by_test["test_app.py::test_known_error"]
+    assert (known["id"], known["repo"], known["errorClass"]) == (
+        "46a1fcb95e0d367e",
+        "vllm-project/vllm",
+        "ValueError",
+    )
+    assert known["solution"].startswith("Use one of the valid kinds")
+
+
+def test_the_pytest_plugin_is_off_unless_asked_for(seeded_db: Path, tmp_path: Path) -> None:
+    done = run_pytest(tmp_path, "--kb-db", str(seeded_db))
+    assert done.returncode == 1
+    assert "known errors (kb)" not in done.stdout
+
+
+def test_the_pytest_plugin_says_so_when_there_is_no_knowledge_base(tmp_path: Path) -> None:
+    missing = tmp_path / "missing.sqlite3"
+    done = run_pytest(tmp_path, "--kb", "--kb-db", str(missing))
+    assert done.returncode == 1
+    assert f"kb: cannot read the knowledge base: no knowledge base at {missing}" in done.stdout
+    assert not missing.exists()
+
+
+# ------------------------------------------------------------------ GitHub Actions annotations
+
+SITE = "/opt/hostedtoolcache/Python/3.11.7/x64/lib/python3.11/site-packages"
+CI_LOG = f"""\
+2026-11-29T10:00:00.1234567Z ##[group]Run python -m app.train
+2026-11-29T10:00:01.1234567Z Traceback (most recent call last):
+2026-11-29T10:00:01.1234567Z   File "/home/runner/work/app/app/app/train.py", line 12, in <module>
+2026-11-29T10:00:01.1234567Z     main()
+2026-11-29T10:00:01.1234567Z   File "/home/runner/work/app/app/app/config.py", line 40, in main
+2026-11-29T10:00:01.1234567Z     cfg.validate()
+2026-11-29T10:00:01.1234567Z   File "{SITE}/vllm/config/attention.py", line 169, in validate
+2026-11-29T10:00:01.1234567Z     raise ValueError(
+2026-11-29T10:00:01.1234567Z ValueError: {MESSAGE}
+2026-11-29T10:00:01.1234567Z ##[error]Process completed with exit code 1.
+"""
+
+
+def test_github_annotations_point_at_the_users_innermost_frame(
+    seeded_db: Path, tmp_path: Path
+) -> None:
+    log = tmp_path / "ci.log"
+    log.write_text(CI_LOG)
+    env = {**os.environ, "GITHUB_WORKSPACE": "/home/runner/work/app/app"}
+    done = subprocess.run(
+        [*KB, "--db", str(seeded_db), "match", str(log), "--format", "github"],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr
+    [line] = done.stdout.splitlines()
+    assert line.startswith(
+        "::error file=app/config.py,line=40,title=ValueError (kb record 46a1fcb95e0d367e)::"
+    )
+    message = line.split("::", 2)[2]
+    assert "%0AFix: Use one of the valid kinds" in message
+    assert "%0AMore: kb show 46a1fcb95e0d367e" in message
+    assert "\n" not in message and "\r" not in message
+    # The same from stdin.
+    piped = subprocess.run(
+        [*KB, "--db", str(seeded_db), "match", "-", "--format", "github"],
+        input=CI_LOG,
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert piped.stdout == done.stdout
+
+
+def test_dataset_text_cannot_start_a_workflow_command_of_its_own() -> None:
+    from kb.compact import _data, _property
+
+    hostile = "ok\n::add-mask::secret\r\n::set-output name=x::1 100%"
+    assert _data(hostile) == "ok%0A::add-mask::secret%0D%0A::set-output name=x::1 100%25"
+    assert _property("a:b,c") == "a%3Ab%2Cc"
+
+
+def test_brief_and_ids_forms_print_one_line_per_error(seeded_db: Path, tmp_path: Path) -> None:
+    log = tmp_path / "ci.log"
+    log.write_text(CI_LOG)
+    base = [*KB, "--db", str(seeded_db), "match", str(log)]
+    brief = subprocess.run([*base, "--brief"], capture_output=True, text=True).stdout
+    assert brief.splitlines() == [
+        f"     9  {brief.split()[1]}  46a1fcb95e0d367e  vllm-project/vllm  ValueError: "
+        + brief.split("ValueError: ", 1)[1].rstrip("\n")
+    ]
+    ids = subprocess.run([*base, "-q"], capture_output=True, text=True).stdout
+    assert ids == "46a1fcb95e0d367e\n"
