@@ -226,3 +226,38 @@ def test_brief_and_ids_forms_print_one_line_per_error(seeded_db: Path, tmp_path:
     ]
     ids = subprocess.run([*base, "-q"], capture_output=True, text=True).stdout
     assert ids == "46a1fcb95e0d367e\n"
+
+
+# ------------------------------------------------------------------------------ the terminal
+
+
+def test_one_ctrl_d_ends_a_paste_in_a_terminal(seeded_db: Path) -> None:
+    """In a terminal, the end of input (Ctrl-D) is not sticky: kb must not read again after
+    it, or the user has to press Ctrl-D twice."""
+    import pty
+    import select
+    import time
+
+    parent, child = pty.openpty()
+    process = subprocess.Popen(
+        [*KB, "--db", str(seeded_db), "match", "--brief"],
+        stdin=child,
+        stdout=subprocess.PIPE,
+        stderr=child,
+        close_fds=True,
+    )
+    os.close(child)
+    prompt = b""
+    deadline = time.monotonic() + 30
+    while b"Ctrl-D" not in prompt and time.monotonic() < deadline:
+        if select.select([parent], [], [], 0.5)[0]:
+            prompt += os.read(parent, 1024)
+    assert b"Paste the log, then press Ctrl-D." in prompt
+    os.write(parent, CI_LOG.encode() + b"\x04")  # one Ctrl-D, after the last line
+    try:
+        out, _ = process.communicate(timeout=30)
+    finally:
+        process.kill()
+        os.close(parent)
+    assert process.returncode == 0
+    assert b"46a1fcb95e0d367e" in out
