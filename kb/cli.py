@@ -93,14 +93,14 @@ def cli(ctx: click.Context, db: str | None) -> None:
 
     \b
     Example:
-      kb import data/records.jsonl
-      kb match data/logs/paste.log
+      kb import data/
+      kb match data/logs/service-with-tracebacks.log
     """
     ctx.ensure_object(dict)
     ctx.obj["db"] = db
 
 
-@cli.command("import")
+@cli.command("import", short_help="Import datasets: files, folders, URLs, stdin.")
 @click.argument("sources", nargs=-1, required=True, metavar="PATH...")
 @click.option(
     "--batch-size",
@@ -218,7 +218,7 @@ class _ImportBars:
         self._bar.__exit__(None, None, None)
 
 
-@cli.command()
+@cli.command(short_help="Find the known errors in a log, with fixes.")
 @click.argument("source", required=False, default="-", metavar="[PATH|-]")
 @click.option(
     "--format",
@@ -338,7 +338,10 @@ def _open_matching(ctx: click.Context) -> tuple[Any, Callable[[list[str]], dict[
     return opened
 
 
-@cli.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@cli.command(
+    context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
+    short_help="Run a command; on failure, show its known errors.",
+)
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED, metavar="-- COMMAND")
 @click.option(
     "--min-score",
@@ -392,7 +395,7 @@ def run(ctx: click.Context, command: tuple[str, ...], min_score: float | None) -
     ctx.exit(finished.status)
 
 
-@cli.command()
+@cli.command(short_help="Look records up by words, id, slug, code.")
 @click.argument("words", nargs=-1, metavar="[QUERY]")
 @click.option("--repo", help="Only this repository (owner/name).")
 @click.option("--tag", help="Only records with this tag.")
@@ -462,7 +465,7 @@ def search(
     ctx.exit(EXIT_OK if response.results else EXIT_NOTHING_FOUND)
 
 
-@cli.command()
+@cli.command(short_help="Show one record whole.")
 @click.argument("key", metavar="ID_OR_SLUG")
 @format_option
 @click.pass_context
@@ -491,7 +494,7 @@ def show(ctx: click.Context, key: str, fmt: str) -> None:
         click.echo(render.record_text(record, style, repository), nl=False)
 
 
-@cli.command()
+@cli.command(short_help="Totals by repository, type, severity; imports.")
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
 @click.pass_context
 def stats(ctx: click.Context, as_json: bool) -> None:
@@ -510,7 +513,7 @@ def stats(ctx: click.Context, as_json: bool) -> None:
         click.echo(render.stats_text(figures, render.Style(use_color())), nl=False)
 
 
-@cli.command()
+@cli.command(short_help="Write records as JSONL (import reads it back).")
 @click.argument("path", required=False, default="-", metavar="[PATH|-]")
 @click.option("--repo", help="Only the records of this repository (owner/name).")
 @click.pass_context
@@ -537,7 +540,7 @@ def export(ctx: click.Context, path: str, repo: str | None) -> None:
     click.echo(f"{count:,} records exported.", err=True)
 
 
-@cli.command()
+@cli.command(short_help="Serve a web page and a JSON API to a team.")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", type=click.IntRange(1, 65535), default=8000, show_default=True)
 @click.option(
@@ -644,9 +647,14 @@ def db_current(ctx: click.Context) -> None:
       kb db current
     """
     from kb import db
-    from kb.config import HEAD_REVISION, resolve_database_url
+    from kb.config import HEAD_REVISION, resolve_database_url, sqlite_file
+    from kb.errors import DatabaseError
 
-    engine = db.make_engine(resolve_database_url(ctx.obj.get("db")))
+    url = resolve_database_url(ctx.obj.get("db"))
+    path = sqlite_file(url)
+    if path is not None and not path.exists():  # asking must not create one
+        raise DatabaseError(f"no database at {path}", hint="kb import or kb db upgrade creates it.")
+    engine = db.make_engine(url)
     revision = db.current_revision(engine)
     if revision is None:
         click.echo("none (not a kb database yet)")

@@ -106,3 +106,13 @@ def test_stats_json_counts_by_repo_type_severity_and_imports(invoke: Any) -> Non
     assert figures["last_imports"][0]["inserted"] == 1
     text = invoke("stats").stdout
     assert text.startswith("Records  41 in ")
+
+
+def test_db_current_on_a_missing_file_says_so_and_creates_nothing(
+    invoke: Any, tmp_path: Path
+) -> None:
+    missing = tmp_path / "nowhere" / "kb.sqlite3"
+    result = invoke("db", "current", db=missing)
+    assert result.exit_code == 3
+    assert f"Error: no database at {missing}" in result.stderr
+    assert not missing.parent.exists()
