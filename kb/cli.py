@@ -23,6 +23,7 @@ from kb.errors import (
     Ambiguous,
     InputError,
     KbError,
+    NotFound,
 )
 
 if TYPE_CHECKING:
@@ -41,9 +42,17 @@ class KbGroup(click.Group):
             from kb.render import safe
 
             click.echo(f"Error: {safe(exc.message, multiline=False)}", err=True)
-            if isinstance(exc, Ambiguous):
-                for record_id, repo, slug in exc.candidates:
-                    click.echo(f"  {record_id}  {safe(repo)}/{safe(slug)}", err=True)
+            listed = exc.candidates if isinstance(exc, Ambiguous) else []
+            if isinstance(exc, NotFound) and exc.suggestions:
+                click.echo("Did you mean:", err=True)
+                listed = exc.suggestions
+            for found in listed:
+                click.echo(
+                    f"  {found.id}  {safe(found.repo, multiline=False)}/"
+                    f"{safe(found.slug, multiline=False)}  "
+                    f"{safe(found.detail, multiline=False)}",
+                    err=True,
+                )
             if exc.hint:
                 click.echo(exc.hint, err=True)
             ctx.exit(exc.exit_code)
