@@ -155,6 +155,6 @@ def test_an_ambiguous_slug_in_one_repository_lists_what_tells_the_records_apart(
     result = invoke("show", f"{record['repo']}/{record['slug']}")
     assert result.exit_code == 2
     assert "  0123456789abcdef  vllm-project/vllm/" in result.stderr
-    assert "vllm/config/compile.py:88  Unknown KV cache group kind" in result.stderr
-    assert "vllm/config/attention.py:169  Unknown KV cache group kind" in result.stderr
+    assert "vllm/config/compile.py:88 Unknown KV cache group kind" in result.stderr
+    assert "vllm/config/attention.py:169 Unknown KV cache group kind" in result.stderr
     assert result.stderr.rstrip().endswith("Use the id to pick one.")
