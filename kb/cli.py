@@ -78,6 +78,16 @@ def completer(kind: str) -> Callable[[click.Context, Any, str], list[str]]:
     return complete
 
 
+def min_score_option(func: F) -> F:
+    """How sure a match must be, the same on every command that matches."""
+    return click.option(
+        "--min-score",
+        type=click.FloatRange(0, 1),
+        default=None,
+        help="Report errors scoring at least this (default: the matcher's, 0.5).",
+    )(func)
+
+
 def terminal_options(func: F) -> F:
     """--color and --no-pager, on every command that prints for people."""
     func = click.option("--no-pager", is_flag=True, help="Never page long output on a terminal.")(
@@ -287,12 +297,7 @@ class _ImportBars:
     show_default=True,
     help="Records shown per error: the best and the alternatives.",
 )
-@click.option(
-    "--min-score",
-    type=click.FloatRange(0, 1),
-    default=None,
-    help="Report errors scoring at least this (default: the matcher's, 0.5).",
-)
+@min_score_option
 @click.pass_context
 def match(
     ctx: click.Context,
@@ -403,12 +408,7 @@ def _open_matching(ctx: click.Context) -> tuple[Any, Callable[[list[str]], dict[
     short_help="Run a command; on failure, show its known errors.",
 )
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED, metavar="-- COMMAND")
-@click.option(
-    "--min-score",
-    type=click.FloatRange(0, 1),
-    default=None,
-    help="Report errors scoring at least this (default: the matcher's).",
-)
+@min_score_option
 @click.pass_context
 def run(ctx: click.Context, command: tuple[str, ...], min_score: float | None) -> None:
     """Run a command; when it fails, show the known errors in what it printed.
