@@ -65,10 +65,45 @@ class KbGroup(click.Group):
             ctx.exit(EXIT_DATABASE)
 
 
-def use_color(stream: Any = None) -> bool:
-    """Colour only on a terminal, and never when NO_COLOR is set."""
-    stream = stream or sys.stdout
-    return "NO_COLOR" not in os.environ and hasattr(stream, "isatty") and stream.isatty()
+def completer(kind: str) -> Callable[[click.Context, Any, str], list[str]]:
+    """Shell completion of ids, slugs, repositories, tags or classes from the knowledge base
+    (`--db` as typed so far, else the default one)."""
+
+    def complete(ctx: click.Context, _param: Any, incomplete: str) -> list[str]:
+        from kb.complete import candidates
+
+        root = ctx.find_root()
+        return candidates(kind, incomplete, root.params.get("db"))
+
+    return complete
+
+
+def terminal_options(func: F) -> F:
+    """--color and --no-pager, on every command that prints for people."""
+    func = click.option("--no-pager", is_flag=True, help="Never page long output on a terminal.")(
+        func
+    )
+    return click.option(
+        "--color",
+        type=click.Choice(["auto", "always", "never"]),
+        default="auto",
+        show_default=True,
+        help="Colour: on a terminal (auto; never with NO_COLOR, always with FORCE_COLOR).",
+    )(func)
+
+
+def style_for(color: str) -> Any:
+    """Terminal styling: colour as asked, prose as wide as the terminal."""
+    from kb import render, terminal
+
+    return render.Style(terminal.use_color(color), width=terminal.width())
+
+
+def show_text(text: str, no_pager: bool) -> None:
+    """Output for people: on a terminal, through the pager when longer than the screen."""
+    from kb import terminal
+
+    terminal.page(text, enabled=not no_pager)
 
 
 def open_kb(ctx: click.Context) -> KnowledgeBase:
@@ -242,6 +277,10 @@ class _ImportBars:
 @click.option("--brief", is_flag=True, help="One line per error: line, score, id, repository.")
 @click.option("--ids", "-q", "ids_only", is_flag=True, help="Only the matched records' ids.")
 @click.option(
+    "--clipboard", is_flag=True, help="Read the log from the clipboard (pbpaste, wl-paste, ...)."
+)
+@terminal_options
+@click.option(
     "--top",
     type=click.IntRange(1, 20),
     default=3,
@@ -262,6 +301,9 @@ def match(
     as_json: bool,
     brief: bool,
     ids_only: bool,
+    clipboard: bool,
+    color: str,
+    no_pager: bool,
     top: int,
     min_score: float | None,
 ) -> None:
@@ -289,7 +331,16 @@ def match(
     gc.set_threshold(10_000, 50, 100)
     threshold = DEFAULT_MIN_SCORE if min_score is None else min_score
     log_bytes: bytes | None = None  # kept when the output must quote the log (github)
-    if source == "-":
+    if clipboard:
+        from kb import terminal
+
+        try:
+            log_bytes = terminal.read_clipboard()
+        except OSError as exc:
+            raise InputError(str(exc), hint="Paste the log into `kb match -` instead.") from exc
+        label = "the clipboard"
+        report = index.match(log_bytes, top=top, min_score=threshold)
+    elif source == "-":
         if sys.stdin.isatty():
             click.echo("Paste the log, then press Ctrl-D.", err=True)
         label = "the pasted text"
@@ -328,9 +379,9 @@ def match(
     elif fmt == "json":
         click.echo(render.to_json(render.matches_json(report, records)))
     elif fmt == "markdown":
-        click.echo(render.matches_markdown(report, records, label), nl=False)
+        show_text(render.matches_markdown(report, records, label), no_pager)
     else:
-        click.echo(render.matches_text(report, records, render.Style(use_color()), label), nl=False)
+        show_text(render.matches_text(report, records, style_for(color), label), no_pager)
     ctx.exit(EXIT_OK if report.matches else EXIT_NOTHING_FOUND)
 
 
@@ -406,9 +457,13 @@ def run(ctx: click.Context, command: tuple[str, ...], min_score: float | None) -
 
 @cli.command(short_help="Look records up by words, id, slug, code.")
 @click.argument("words", nargs=-1, metavar="[QUERY]")
-@click.option("--repo", help="Only this repository (owner/name).")
-@click.option("--tag", help="Only records with this tag.")
-@click.option("--error-class", help="Only this exception class, e.g. ValueError.")
+@click.option("--repo", help="Only this repository (owner/name).", shell_complete=completer("repo"))
+@click.option("--tag", help="Only records with this tag.", shell_complete=completer("tag"))
+@click.option(
+    "--error-class",
+    help="Only this exception class, e.g. ValueError.",
+    shell_complete=completer("error_class"),
+)
 @click.option("--code", help="Only this error code.")
 @click.option(
     "--type",
@@ -423,7 +478,10 @@ def run(ctx: click.Context, command: tuple[str, ...], min_score: float | None) -
 )
 @click.option("--limit", type=click.IntRange(1, 1000), default=10, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Same as --format json.")
+@click.option("--nl", "as_nl", is_flag=True, help="One JSON object per result, a line each.")
+@click.option("--csv", "as_csv", is_flag=True, help="CSV with a header row.")
 @format_option
+@terminal_options
 @click.pass_context
 def search(
     ctx: click.Context,
@@ -436,7 +494,11 @@ def search(
     severity: str | None,
     limit: int,
     as_json: bool,
+    as_nl: bool,
+    as_csv: bool,
     fmt: str,
+    color: str,
+    no_pager: bool,
 ) -> None:
     """Look records up by words, an id, slug or error code, and filters.
 
@@ -460,7 +522,12 @@ def search(
     if response is None:  # not a SQLite file at the newest schema: the full path checks it
         with open_kb(ctx) as kb:
             response = kb.search_by(query, filters, limit)
-    if as_json or fmt == "json":
+    if as_nl or as_csv:
+        from kb import compact
+
+        text = compact.results_nl(response) if as_nl else compact.results_csv(response)
+        click.echo(text, nl=False)
+    elif as_json or fmt == "json":
         click.echo(render.to_json(response.as_dict()))
     elif not response.results:
         what = f"for {render.safe(query, multiline=False)!r}" if query else "with these filters"
@@ -468,17 +535,18 @@ def search(
         for suggestion in response.suggestions:
             click.echo(f"Did you mean: {render.safe(suggestion, multiline=False)}?", err=True)
     elif fmt == "markdown":
-        click.echo(render.search_markdown(response), nl=False)
+        show_text(render.search_markdown(response), no_pager)
     else:
-        click.echo(render.search_text(response, render.Style(use_color())), nl=False)
+        show_text(render.search_text(response, style_for(color)), no_pager)
     ctx.exit(EXIT_OK if response.results else EXIT_NOTHING_FOUND)
 
 
 @cli.command(short_help="Show one record whole.")
-@click.argument("key", metavar="ID_OR_SLUG")
+@click.argument("key", metavar="ID_OR_SLUG", shell_complete=completer("record"))
 @format_option
+@terminal_options
 @click.pass_context
-def show(ctx: click.Context, key: str, fmt: str) -> None:
+def show(ctx: click.Context, key: str, fmt: str, color: str, no_pager: bool) -> None:
     """Show one record whole: by id, slug, repo/slug or error code.
 
     An unknown key exits 1; a slug shared by several records lists them and exits 2.
@@ -497,16 +565,16 @@ def show(ctx: click.Context, key: str, fmt: str) -> None:
         return
     repository = kb.repository(record["repo"])
     if fmt == "markdown":
-        click.echo(render.record_markdown(record, repository=repository), nl=False)
+        show_text(render.record_markdown(record, repository=repository), no_pager)
     else:
-        style = render.Style(use_color())
-        click.echo(render.record_text(record, style, repository), nl=False)
+        show_text(render.record_text(record, style_for(color), repository), no_pager)
 
 
 @cli.command(short_help="Totals by repository, type, severity; imports.")
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
+@terminal_options
 @click.pass_context
-def stats(ctx: click.Context, as_json: bool) -> None:
+def stats(ctx: click.Context, as_json: bool, color: str, no_pager: bool) -> None:
     """Totals: records, by repository, by type and severity, and the last imports.
 
     \b
@@ -519,12 +587,16 @@ def stats(ctx: click.Context, as_json: bool) -> None:
     if as_json:
         click.echo(render.to_json(figures))
     else:
-        click.echo(render.stats_text(figures, render.Style(use_color())), nl=False)
+        show_text(render.stats_text(figures, style_for(color)), no_pager)
 
 
 @cli.command(short_help="Write records as JSONL (import reads it back).")
 @click.argument("path", required=False, default="-", metavar="[PATH|-]")
-@click.option("--repo", help="Only the records of this repository (owner/name).")
+@click.option(
+    "--repo",
+    help="Only the records of this repository (owner/name).",
+    shell_complete=completer("repo"),
+)
 @click.pass_context
 def export(ctx: click.Context, path: str, repo: str | None) -> None:
     """Write records as JSONL, one a line, in the dataset's keys; `kb import` reads it back.

@@ -127,3 +127,36 @@ def _data(text: str) -> str:
 def _property(text: str) -> str:
     """A workflow command's property value: also `:` and `,`, which end a property."""
     return _data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+# ------------------------------------------------------------------------ lists, line by line
+
+SEARCH_COLUMNS: Final = ("id", "score", "repo", "slug", "errorClass", "errorCode", "errorMessage")
+
+
+def results_nl(response: Any) -> str:
+    """One JSON object a line (search results in `--json`'s keys): for jq and line tools. Every
+    character past ASCII is escaped: exact for a program, harmless on a terminal."""
+    import json
+
+    return "".join(json.dumps(result.as_dict()) + "\n" for result in response.results)
+
+
+def results_csv(response: Any) -> str:
+    """CSV with a header row: for a spreadsheet. Cells that a spreadsheet would run as a
+    formula (starting =, +, - or @) are quoted with a leading apostrophe."""
+    import csv
+    import io
+
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(SEARCH_COLUMNS)
+    for result in response.results:
+        row = result.as_dict()
+        writer.writerow([_cell(row[column]) for column in SEARCH_COLUMNS])
+    return out.getvalue()
+
+
+def _cell(value: object) -> str:
+    text = "" if value is None else safe(value, multiline=False)
+    return "'" + text if text[:1] in ("=", "+", "-", "@") else text

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -261,3 +262,159 @@ def test_one_ctrl_d_ends_a_paste_in_a_terminal(seeded_db: Path) -> None:
         os.close(parent)
     assert process.returncode == 0
     assert b"46a1fcb95e0d367e" in out
+
+
+def in_terminal(argv: list[str], *, rows: int, cols: int, env: dict[str, str]) -> bytes:
+    """Run argv with a pseudo-terminal of rows x cols as its stdout; what it wrote there."""
+    import fcntl
+    import pty
+    import select
+    import struct
+    import termios
+
+    parent, child = pty.openpty()
+    fcntl.ioctl(child, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+    process = subprocess.Popen(
+        argv, stdin=subprocess.DEVNULL, stdout=child, stderr=child, env=env, close_fds=True
+    )
+    os.close(child)
+    out = b""
+    while True:
+        ready = select.select([parent], [], [], 30)[0]
+        if not ready:
+            break
+        try:
+            data = os.read(parent, 65536)
+        except OSError:  # the child closed the terminal
+            break
+        if not data:
+            break
+        out += data
+    process.wait(timeout=30)
+    os.close(parent)
+    return out
+
+
+def test_long_output_on_a_terminal_goes_through_the_pager_wrapped_to_its_width(
+    seeded_db: Path, tmp_path: Path
+) -> None:
+    paged = tmp_path / "paged.txt"
+    pager = tmp_path / "fake-pager"
+    pager.write_text(f"#!/bin/sh\ncat > {paged}\n")
+    pager.chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "NO_COLOR")}
+    env["PAGER"] = str(pager)
+    show = [*KB, "--db", str(seeded_db), "show", "46a1fcb95e0d367e"]
+    shown = in_terminal(show, rows=10, cols=70, env=env)
+    coloured = paged.read_text()
+    assert "\x1b[" in coloured  # a terminal gets colour, through the pager too (less -R)
+    text = re.sub(r"\x1b\[[0-9;]*m", "", coloured)
+    assert "What it means" in text and "Solutions" in text
+    assert b"What it means" not in shown  # it went to the pager, not around it
+    meaning = text.split("What it means\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    assert len(meaning) > 2 and max(len(line) for line in meaning) <= 68  # 70 columns, less 2
+    # --no-pager, or a screen tall enough, prints directly; off a terminal nothing is paged.
+    paged.unlink()
+    direct = in_terminal([*show, "--no-pager"], rows=10, cols=70, env=env)
+    assert b"What it means" in direct and not paged.exists()
+    tall = in_terminal(show, rows=500, cols=70, env=env)
+    assert b"What it means" in tall and not paged.exists()
+
+
+@pytest.mark.parametrize(
+    ("flags", "env", "coloured"),
+    [
+        ([], {}, False),  # not a terminal
+        (["--color", "always"], {}, True),
+        (["--color", "always"], {"NO_COLOR": "1"}, True),  # an explicit flag wins
+        ([], {"FORCE_COLOR": "1"}, True),
+        ([], {"FORCE_COLOR": "1", "NO_COLOR": "1"}, False),
+        (["--color", "never"], {"FORCE_COLOR": "1"}, False),
+    ],
+)
+def test_colour_follows_the_flag_then_no_color_then_force_color(
+    seeded_db: Path, flags: list[str], env: dict[str, str], coloured: bool
+) -> None:
+    base = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "FORCE_COLOR")}
+    done = subprocess.run(
+        [*KB, "--db", str(seeded_db), "show", "46a1fcb95e0d367e", *flags],
+        capture_output=True,
+        text=True,
+        env={**base, **env},
+    )
+    assert ("\x1b[" in done.stdout) is coloured
+
+
+def test_match_reads_the_clipboard_through_the_platforms_tool(
+    seeded_db: Path, tmp_path: Path
+) -> None:
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    log = tmp_path / "ci.log"
+    log.write_text(CI_LOG)
+    xclip = tools / "xclip"
+    xclip.write_text(f"#!/bin/sh\ncat {log}\n")
+    xclip.chmod(0o755)
+    env = {**os.environ, "PATH": f"{tools}:/usr/bin:/bin"}
+    done = subprocess.run(
+        [*KB, "--db", str(seeded_db), "match", "--clipboard", "--brief"],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "46a1fcb95e0d367e" in done.stdout
+    xclip.unlink()
+    none = subprocess.run(
+        [*KB, "--db", str(seeded_db), "match", "--clipboard"],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert none.returncode == 2
+    assert "cannot read the clipboard: none of pbpaste, wl-paste, xclip" in none.stderr
+
+
+def test_shell_completion_offers_ids_repositories_and_tags_from_the_knowledge_base(
+    seeded_db: Path,
+) -> None:
+    def complete(words: str) -> list[str]:
+        env = {
+            **os.environ,
+            "_KB_COMPLETE": "bash_complete",
+            "COMP_WORDS": words,
+            "COMP_CWORD": str(len(words.split()) - 1),
+        }
+        done = subprocess.run([*KB], capture_output=True, text=True, env=env)
+        return [line.split(",", 1)[1] for line in done.stdout.splitlines() if line]
+
+    db = f"kb --db {seeded_db}"
+    assert complete(f"{db} show 46a1") == ["46a1fcb95e0d367e"]
+    assert complete(f"{db} show unknown-kv") == [seed_slug()]
+    assert complete(f"{db} search --repo vllm") == ["vllm-project/vllm"]
+    assert complete(f"{db} search --tag kv") == ["kv-cache"]
+    assert complete(f"{db} show zzz") == []
+
+
+def seed_slug() -> str:
+    from tests.conftest import seed_record
+
+    return str(seed_record()["slug"])
+
+
+def test_search_lists_as_json_lines_and_csv(seeded_db: Path) -> None:
+    base = [*KB, "--db", str(seeded_db), "search", "kv cache group"]
+    nl = subprocess.run([*base, "--nl"], capture_output=True, text=True).stdout.splitlines()
+    assert [json.loads(line)["id"] for line in nl] == ["46a1fcb95e0d367e"]
+    csv_text = subprocess.run([*base, "--csv"], capture_output=True, text=True).stdout
+    header, row = csv_text.splitlines()[:2]
+    assert header == "id,score,repo,slug,errorClass,errorCode,errorMessage"
+    assert row.startswith("46a1fcb95e0d367e,")
+
+
+def test_a_csv_cell_never_starts_a_spreadsheet_formula() -> None:
+    from kb.compact import _cell
+
+    assert _cell("=HYPERLINK(1)") == "'=HYPERLINK(1)"
+    assert _cell("-1+1") == "'-1+1"
+    assert _cell("ValueError") == "ValueError"
