@@ -648,3 +648,19 @@ def test_a_nul_character_rejects_its_record_on_postgresql_alone(
     assert report["errors"][0]["field"] == "documentation"
     assert "NUL character (U+0000), which PostgreSQL cannot store" in report["errors"][0]["reason"]
     assert f"{path}:1: id {records[0]['id']}: documentation:" in result.stderr
+
+
+def test_a_folder_with_no_dataset_files_is_an_error_not_zero_records(
+    invoke: Any, tmp_path: Path, records: list[Any]
+) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "notes.md").write_text("not a dataset")
+    result = invoke("import", str(empty))
+    assert result.exit_code == 2
+    assert f"Error: {empty}: no dataset files (names ending .json/.jsonl" in result.stderr
+    # Beside a file that is one, the empty folder is a warning.
+    path = write_jsonl(tmp_path / "in.jsonl", records[:2])
+    both = invoke("import", str(empty), str(path))
+    assert both.exit_code == 0
+    assert f"warning: {empty}: no dataset files in this folder" in both.stderr

@@ -29,7 +29,7 @@ from kb.sql import select_in
 
 # Bumped whenever what is written changes; a cache of another format is rebuilt.
 # 10: no traceback marker key, no unread columns (keys.kind, records.repo/error_code/pattern).
-FORMAT_VERSION = 10
+FORMAT_VERSION = 11  # 11: a record without a lineNumber has NULL there, not 0
 CACHE_FILE: Final = "matcher.sqlite3"
 SCHEMA: Final = """
     CREATE TABLE meta (k TEXT PRIMARY KEY, v BLOB);
@@ -151,7 +151,7 @@ class Record:
     id: str
     error_class: str | None
     file_path: str
-    line_number: int
+    line_number: int | None  # None: unknown, a frame anywhere in the file counts
     error_message: str
 
     @property
@@ -187,7 +187,7 @@ class CacheReader:
         self._key_text: dict[int, str] = {}
         self._patterns: dict[int, Pattern] = {}
         self._records: dict[int, Record] = {}
-        self._files: dict[str, tuple[str, list[tuple[int, int]]] | None] = {}
+        self._files: dict[str, tuple[str, list[tuple[int | None, int]]] | None] = {}
         self._packages: frozenset[str] | None = None
 
     def close(self) -> None:
@@ -272,14 +272,14 @@ class CacheReader:
             self.load_records([idx])
         return self._records[idx]
 
-    def file_records(self, frame: Frame) -> tuple[str, list[tuple[int, int]]] | None:
+    def file_records(self, frame: Frame) -> tuple[str, list[tuple[int | None, int]]] | None:
         """(filePath, [(lineNumber, record)]) for the longest known path that the frame's path
         ends with, or None."""
         if frame.path in self._files:
             return self._files[frame.path]
         suffixes = list(frame.path_suffixes())[:MAX_PATH_PARTS]
         marks = ",".join("?" * len(suffixes))
-        found: dict[str, list[tuple[int, int]]] = {}
+        found: dict[str, list[tuple[int | None, int]]] = {}
         for path, line_number, rec in self._con.execute(
             f"SELECT file_path, line_number, rec FROM files WHERE file_path IN ({marks})",
             suffixes,
