@@ -96,8 +96,9 @@ def make_engine(url: str, *, pooled: bool = False) -> Engine:
     options: dict[str, Any] = {}
     if pooled and not is_sqlite:
         options.update(pool_size=POOL_SIZE, max_overflow=POOL_OVERFLOW, pool_pre_ping=True)
-    elif not (is_sqlite and parsed.database in (None, "", ":memory:")):
+    elif not pooled and not (is_sqlite and parsed.database in (None, "", ":memory:")):
         options["poolclass"] = NullPool  # an in-memory SQLite database lives in its connection
+    # (a pooled SQLite engine keeps SQLAlchemy's own pool for a file)
     if parsed.get_backend_name() == "postgresql" and "connect_timeout" not in parsed.query:
         options["connect_args"] = {"connect_timeout": CONNECT_TIMEOUT_S}
     try:
