@@ -41,6 +41,9 @@ CONNECT_TIMEOUT_S: Final = 10
 SCHEMA_LOCK: Final = 0x6B62
 # A server's pool: connections kept open per worker process (the matcher threads, the revision
 # watcher and a request or two at once); beyond these, short-lived extra ones.
+# A reader's transaction on PostgreSQL: one snapshot for all its statements (a count and the
+# rows it counts, the revision and the records), where READ COMMITTED gives each its own.
+READER_ISOLATION: Final = "REPEATABLE READ"
 POOL_SIZE: Final = 4
 POOL_OVERFLOW: Final = 8
 
@@ -145,9 +148,13 @@ def unusable(engine: Engine, exc: DBAPIError, doing: str = "cannot open") -> Dat
 
 @contextlib.contextmanager
 def connected(engine: Engine, doing: str = "cannot open") -> Iterator[Connection]:
-    """A connection; failing to connect is a DatabaseError (exit 3) that says why."""
+    """A connection whose reads all see one snapshot of the knowledge base (an import that
+    commits meanwhile is seen by none of them or, next time, by all); failing to connect is a
+    DatabaseError (exit 3) that says why. SQLite's read transaction is a snapshot already."""
     try:
         conn = engine.connect()
+        if conn.dialect.name == "postgresql":
+            conn = conn.execution_options(isolation_level=READER_ISOLATION)
     except DBAPIError as exc:
         raise unusable(engine, exc, doing) from None
     with conn:
