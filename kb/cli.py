@@ -58,12 +58,18 @@ class KbGroup(click.Group):
             ctx.exit(exc.exit_code)
         except Exception as exc:
             # A database failure outside the library's own checks (a lock, a dropped server).
+            # (SQLAlchemy's wrapper, or psycopg's own error on the quick path)
             sa_exc = sys.modules.get("sqlalchemy.exc")
-            if sa_exc is None or not isinstance(exc, sa_exc.DBAPIError):
+            psycopg = sys.modules.get("psycopg")
+            if sa_exc is not None and isinstance(exc, sa_exc.DBAPIError):
+                cause: BaseException = exc.orig
+            elif psycopg is not None and isinstance(exc, psycopg.Error):
+                cause = exc
+            else:
                 raise
             from kb.config import masked
 
-            reason = " ".join(masked(str(exc.orig)).split())
+            reason = " ".join(masked(str(cause)).split())
             click.echo(f"Error: database error: {reason}", err=True)
             ctx.exit(EXIT_DATABASE)
 

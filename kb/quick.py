@@ -1,20 +1,22 @@
-"""The cold path of `kb match` and `kb search` on SQLite: the standard library's sqlite3, no
-SQLAlchemy.
+"""The cold path of `kb match` and `kb search`: the standard library's sqlite3 on SQLite, the
+driver alone (psycopg) on PostgreSQL, no SQLAlchemy.
 
-Importing SQLAlchemy costs a third of a second, more than the rest of a cold match. When the
-database is a SQLite file at the newest schema (and, to match, the matcher cache is current),
-this reads the revision and the records directly. Anything else it cannot do, and says so with
-None: the caller then opens a `KnowledgeBase`, which checks the schema and builds the cache.
+Importing SQLAlchemy (and the library around it) costs more than the rest of a cold match.
+When the database is a SQLite file or a PostgreSQL database at the newest schema (and, to
+match, the matcher index is in the cache or stored in the database), this reads the revision
+and the records directly. Anything else it cannot do, and says so with None: the caller then
+opens a `KnowledgeBase`, which checks the schema (and says what is wrong: exit 3) and builds
+the index.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Final
 
 from kb.config import HEAD_REVISION, cache_dir_for, sqlite_file
-from kb.sql import SqliteRunner, read_revision, records_by_id
+from kb.sql import Runner, SqliteRunner, read_revision, records_by_id
 
 if TYPE_CHECKING:  # types only: the cold path must not import these modules' dependencies
     from kb.matcher import MatcherIndex
@@ -24,28 +26,75 @@ if TYPE_CHECKING:  # types only: the cold path must not import these modules' de
 RecordFetcher = Callable[[Iterable[str]], dict[str, dict[str, Any]]]
 
 
-class QuickReader:
-    """Read-only access to a kb SQLite file at the newest schema."""
+# URLs the PostgreSQL quick path takes: psycopg's, which libpq reads as they are once the
+# scheme is its own (user, password, host, port, database and its query parameters).
+PG_SCHEMES: Final = ("postgresql+psycopg://", "postgresql://", "postgres://")
+PG_CONNECT_TIMEOUT_S: Final = 10  # kb/db.py CONNECT_TIMEOUT_S
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
+
+class PgRunner:
+    """A psycopg connection as a `kb.sql.Runner`: `?` becomes psycopg's placeholder."""
+
+    fts = False
+    dialect = "postgresql"
+
+    def __init__(self, conn: Any) -> None:
         self.conn = conn
-        self.runner = SqliteRunner(conn)
+
+    def rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        sql = sql.replace("%", "%%").replace("?", "%s")
+        return list(self.conn.execute(sql.encode(), tuple(params)).fetchall())
+
+
+class QuickReader:
+    """Read-only access to a kb database at the newest schema: a SQLite file, or PostgreSQL
+    in one REPEATABLE READ transaction (one snapshot: the revision and the records agree)."""
+
+    def __init__(self, conn: Any, runner: Runner) -> None:
+        self.conn = conn
+        self.runner = runner
 
     @classmethod
     def open(cls, url: str) -> QuickReader | None:
         """A reader, or None when this database needs the full path (and its checks)."""
+        reader = cls._open_pg(url) if url.startswith(PG_SCHEMES) else cls._open_sqlite(url)
+        if reader is None:
+            return None
+        try:
+            rows = reader.runner.rows("SELECT version_num FROM alembic_version")
+        except Exception:  # sqlite3.Error or psycopg.Error: not a kb database at head
+            reader.close()
+            return None
+        if not rows or rows[0][0] != HEAD_REVISION:
+            reader.close()
+            return None
+        return reader
+
+    @classmethod
+    def _open_sqlite(cls, url: str) -> QuickReader | None:
         path = sqlite_file(url)
         if path is None or not path.is_file():
             return None
         try:
             conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
-            row = conn.execute("SELECT version_num FROM alembic_version").fetchone()
         except sqlite3.Error:
             return None
-        if row is None or row[0] != HEAD_REVISION:
-            conn.close()
+        return cls(conn, SqliteRunner(conn))
+
+    @classmethod
+    def _open_pg(cls, url: str) -> QuickReader | None:
+        try:
+            import psycopg
+        except ImportError:  # the postgres extra is missing: the full path says so
             return None
-        return cls(conn)
+        conninfo = "postgresql://" + url.partition("://")[2]
+        try:
+            conn = psycopg.connect(conninfo, connect_timeout=PG_CONNECT_TIMEOUT_S)
+            conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+            conn.read_only = True
+        except (psycopg.Error, ValueError):  # unreachable, refused: the full path says why
+            return None
+        return cls(conn, PgRunner(conn))
 
     def revision(self) -> str:
         return read_revision(self.runner)

@@ -215,15 +215,15 @@ def test_bm25_weights_name_every_fts_column_in_order() -> None:
     assert tuple(BM25_WEIGHTS) == FTS_COLUMNS
 
 
-def test_the_sqlalchemy_path_and_the_quick_path_agree(loaded: Any, db_path: Path) -> None:
+def test_the_sqlalchemy_path_and_the_quick_path_agree(loaded: Any, db_url: str) -> None:
     from kb import quick
     from kb.search import Filters
 
-    with KnowledgeBase(str(db_path)) as kb:
+    with KnowledgeBase(db_url) as kb:
         for query in ("kv cache group", "unknwn kv cahce", SEED_ID, "zzqxv"):
             full = kb.search(query).as_dict()
             fast = quick.search(kb.url, query, Filters(), 10)
-            assert fast is not None  # a SQLite file at the newest schema: the quick path
+            assert fast is not None  # a database at the newest schema: the quick path
             assert full == fast.as_dict(), query
 
 
