@@ -10,7 +10,7 @@ root), both databases measured in the same run.
               fetched from the database, and (index rows deleted) rebuilt, at the corpus size
               and at --scale records (benchmarks/scale_corpus.py makes that corpus)
   cold match  a new `kb match` process with the index in its cache folder (median)
-  warm match  the library's match() in one process (median)
+  warm match  the library's match() in one process, pooled as a `kb serve` worker (median)
   search      bench_search.py's queries through the library: median and p95 of every call
   8 at once   eight `kb match` processes started together: wall time, slowest, all answers
               checked against the single run's
@@ -60,7 +60,7 @@ print(json.dumps({"records": report.inserted, "import_s": imported,
 WARM_SNIPPET = """
 import json, statistics, sys, time
 from kb import KnowledgeBase
-base = KnowledgeBase(sys.argv[1])
+base = KnowledgeBase(sys.argv[1], pooled=True)  # as a kb serve worker holds it
 log = open(sys.argv[2], "rb").read()
 base.match(log)
 match_s = []
@@ -247,6 +247,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--scale", type=int, default=150_000)
     parser.add_argument("--skip-scale", action="store_true", help="no first match at --scale")
+    parser.add_argument("--import-repeat", type=int, help="imports per database (--repeat)")
+    parser.add_argument("--skip-copy", action="store_true", help="no import through COPY")
     args = parser.parse_args()
     records = args.corpus / "records.jsonl.gz"
     log = args.corpus / "logs" / "paste.log"
@@ -262,11 +264,13 @@ def main() -> None:
             return str(work / f"bench-{n}.sqlite3")
 
         print("importing (SQLite, PostgreSQL values, PostgreSQL copy) ...", file=sys.stderr)
+        imports_each = args.import_repeat or args.repeat
         imports = {
-            "SQLite": import_runs(sqlite_url, records, "values", args.repeat),
-            "PostgreSQL": import_runs(pg_url, records, "values", args.repeat),
-            "PostgreSQL (COPY)": import_runs(pg_url, records, "copy", args.repeat),
+            "SQLite": import_runs(sqlite_url, records, "values", imports_each),
+            "PostgreSQL": import_runs(pg_url, records, "values", imports_each),
         }
+        if not args.skip_copy:
+            imports["PostgreSQL (COPY)"] = import_runs(pg_url, records, "copy", imports_each)
         agreement = search_agreement(imports["SQLite"]["url"], imports["PostgreSQL"]["url"])
         results: dict[str, dict[str, Any]] = {}
         for name in ("SQLite", "PostgreSQL"):
@@ -299,8 +303,9 @@ def main() -> None:
     print("| | SQLite | PostgreSQL |\n|---|---:|---:|")
     for label, key, table, fmt in rows:
         print(f"| {label} | {fmt(table['SQLite'][key])} | {fmt(table['PostgreSQL'][key])} |")
-    copy = imports["PostgreSQL (COPY)"]["import_s"]
-    print(f"| import with COPY into a staging table instead | | {s(copy)} |")
+    if "PostgreSQL (COPY)" in imports:
+        copy = imports["PostgreSQL (COPY)"]["import_s"]
+        print(f"| import with COPY into a staging table instead | | {s(copy)} |")
     for label, key in (
         ("first match, index fetched from the database", "fetched_s"),
         ("first match, index rebuilt (nothing stored)", "rebuilt_s"),
