@@ -103,8 +103,9 @@ def kb_match(url: str, log: Path, env: dict[str, str]) -> tuple[float, list[str]
 
 def import_runs(url_of: Any, corpus: Path, method: str, repeat: int) -> dict[str, Any]:
     runs = []
+    url = ""
     for n in range(repeat):
-        url = url_of(n)
+        url = url_of(n)  # a new database each run
         cache = Path(tempfile.mkdtemp(prefix="kb-bench-cache-"))
         started = time.perf_counter()
         _, out = timed(
@@ -117,7 +118,7 @@ def import_runs(url_of: Any, corpus: Path, method: str, repeat: int) -> dict[str
         print(f"  import {method} run {n + 1}: {figures}", file=sys.stderr)
     return {key: statistics.median(r[key] for r in runs) for key in ("import_s", "build_s")} | {
         "records": runs[-1]["records"],
-        "url": url_of(repeat - 1),
+        "url": url,  # the last run's database, with the corpus in it
     }
 
 
