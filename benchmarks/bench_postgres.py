@@ -151,6 +151,8 @@ def match_and_search(url: str, log: Path, repeat: int) -> dict[str, Any]:
     cache = Path(tempfile.mkdtemp(prefix="kb-bench-cache-"))
     env = env_with_cache(cache)
     _, expected = kb_match(url, log, env)  # fetches the index into this cache
+    if not expected:
+        raise SystemExit(f"nothing matched in {log}: is the database at {url} empty?")
     cold = [kb_match(url, log, env)[0] for _ in range(repeat)]
     _, out = timed(
         [
