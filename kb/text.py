@@ -16,6 +16,16 @@ ANSI_RE: Final = re.compile(
     r"|\x1b[@-Z\\-_]"  # two-byte sequences
     r"|\x9b[0-?]*[ -/]*[@-~]"  # 8-bit CSI
 )
+# Characters a terminal, editor or ticket renders as something other than what they are, or
+# not at all: DEL and the C1 controls (U+009B is an 8-bit CSI, U+009D an 8-bit OSC), the Arabic
+# letter mark, zero-width and joiner characters, bidi marks, embeddings, overrides and isolates
+# (the "Trojan Source" reorderings), the line and paragraph separators, invisible operators and
+# deprecated format characters, the byte-order mark, interlinear annotations and the invisible
+# "tag" characters (hidden text that some tools and models still read).
+INVISIBLE_CHARS: Final = (
+    "\x7f-\x9f\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff\ufff9-\ufffb"
+    "\U000e0000-\U000e007f"
+)
 ELLIPSIS: Final = "…"
 
 
