@@ -7,10 +7,10 @@ matcher's engines) are imported inside the commands that need them, so `kb --hel
 from __future__ import annotations
 
 import gc
+import math
 import os
 import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
@@ -18,10 +18,12 @@ import click
 from kb import __version__
 from kb.errors import (
     EXIT_DATABASE,
+    EXIT_INTERRUPTED,
     EXIT_NOTHING_FOUND,
     EXIT_OK,
     Ambiguous,
     InputError,
+    Interrupted,
     KbError,
 )
 
@@ -29,6 +31,7 @@ if TYPE_CHECKING:
     from kb.knowledge import KnowledgeBase
 
 F = TypeVar("F", bound=Callable[..., Any])
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: what a shell reports for a writer whose reader left
 
 
 class KbGroup(click.Group):
@@ -40,13 +43,25 @@ class KbGroup(click.Group):
         except KbError as exc:
             from kb.render import safe
 
-            click.echo(f"Error: {safe(exc.message, multiline=False)}", err=True)
+            prefix = "" if isinstance(exc, Interrupted) else "Error: "
+            click.echo(prefix + safe(exc.message, multiline=False), err=True)
             if isinstance(exc, Ambiguous):
                 for record_id, repo, slug in exc.candidates:
                     click.echo(f"  {record_id}  {safe(repo)}/{safe(slug)}", err=True)
             if exc.hint:
                 click.echo(exc.hint, err=True)
             ctx.exit(exc.exit_code)
+        except KeyboardInterrupt:
+            # Ctrl-C: one line and 130, not click's "Aborted!" and 1 ("nothing found").
+            # Commands that write catch it first and say what was stored.
+            click.echo("Interrupted.", err=True)
+            ctx.exit(EXIT_INTERRUPTED)
+        except BrokenPipeError:
+            # The reader of stdout went away (`kb export - | head`): stop as a program killed
+            # by SIGPIPE would, without a second error when Python flushes stdout at exit.
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            ctx.exit(EXIT_BROKEN_PIPE)
         except Exception as exc:
             # A database failure outside the library's own checks (a lock, a dropped server).
             sa_exc = sys.modules.get("sqlalchemy.exc")
@@ -60,6 +75,13 @@ def use_color(stream: Any = None) -> bool:
     """Colour only on a terminal, and never when NO_COLOR is set."""
     stream = stream or sys.stdout
     return "NO_COLOR" not in os.environ and hasattr(stream, "isatty") and stream.isatty()
+
+
+def _a_number(value: float | None) -> float | None:
+    """click's FloatRange lets NaN through (every comparison with it is false)."""
+    if value is not None and math.isnan(value):
+        raise click.BadParameter("must be a number, not NaN")
+    return value
 
 
 def open_kb(ctx: click.Context) -> KnowledgeBase:
@@ -156,6 +178,8 @@ def import_command(
             on_repository=bars.repository if bars else None,
             force=force,
         )
+    except KeyboardInterrupt:
+        raise Interrupted("Interrupted: nothing was stored (the import was rolled back).") from None
     finally:
         if bars is not None:
             bars.close()
@@ -173,17 +197,29 @@ def import_command(
     elif not quiet:
         click.echo(safe(import_summary(report)), err=True)
     if report.inserted or report.updated:
-        # built once per revision now, so the next `kb match` only loads it
-        if not quiet and sys.stderr.isatty():
-            with click.progressbar(
-                length=kb.count(), label="Building the matcher index", file=sys.stderr
-            ) as build_bar:
-                kb.build_matcher(progress=build_bar.update)
-        else:
-            if not quiet:
-                click.echo("Building the matcher index...", err=True)
-            kb.build_matcher()
+        try:
+            _build_matcher(kb, quiet)
+        except KeyboardInterrupt:
+            stored = report.inserted + report.updated
+            raise Interrupted(
+                f"Interrupted: {stored:,} record{'s were' if stored != 1 else ' was'} stored; "
+                "the matcher index was not built (the next `kb match` builds it)."
+            ) from None
     ctx.exit(EXIT_OK if report.complete else EXIT_NOTHING_FOUND)
+
+
+def _build_matcher(kb: KnowledgeBase, quiet: bool) -> None:
+    """The matcher index for the revision an import made, so the next `kb match` only loads
+    it; where it cannot be written (a full or read-only cache folder), a note says so."""
+    if not quiet and sys.stderr.isatty():
+        with click.progressbar(
+            length=kb.count(), label="Building the matcher index", file=sys.stderr
+        ) as build_bar:
+            kb.build_matcher(progress=build_bar.update)
+    else:
+        if not quiet:
+            click.echo("Building the matcher index...", err=True)
+        kb.build_matcher()
 
 
 class _ImportBars:
@@ -233,6 +269,7 @@ class _ImportBars:
     "--min-score",
     type=click.FloatRange(0, 1),
     default=None,
+    callback=lambda _ctx, _param, value: _a_number(value),
     help="Report errors scoring at least this (default: the matcher's, 0.5).",
 )
 @click.pass_context
@@ -433,18 +470,14 @@ def export(ctx: click.Context, path: str, repo: str | None) -> None:
       kb export backup.jsonl
       kb export --repo pallets/flask - | gzip > flask.jsonl.gz
     """
+    from kb.output import output_file
+
     kb = open_kb(ctx)
     if path == "-":
         count = kb.export(sys.stdout, repo)
     else:
-        target = Path(path)
-        temporary = target.with_name(f".{target.name}.tmp-{os.getpid()}")
-        try:
-            with open(temporary, "w", encoding="utf-8", newline="\n") as out:
-                count = kb.export(out, repo)
-            os.replace(temporary, target)
-        finally:
-            temporary.unlink(missing_ok=True)
+        with output_file(path) as out:
+            count = kb.export(out, repo)
     click.echo(f"{count:,} records exported.", err=True)
 
 
@@ -477,6 +510,7 @@ def export(ctx: click.Context, path: str, repo: str | None) -> None:
     type=click.FloatRange(0.001, 3600),
     default=10.0,
     show_default=True,
+    callback=lambda _ctx, _param, value: _a_number(value),
     help="Seconds a match may take; slower ones get 504.",
 )
 @click.pass_context

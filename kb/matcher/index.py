@@ -50,6 +50,8 @@ class MatcherIndex:
         """Every known error in `text` (a string, bytes, a binary/text stream or a path; streams
         and paths are read block by block). `top` records per error: the best plus top - 1
         alternatives; reported from `min_score` (default: the scoring's)."""
+        if min_score is not None and not 0 <= min_score <= 1:  # also refuses NaN
+            raise ValueError(f"min_score must be a number from 0 to 1, got {min_score!r}")
         started = time.perf_counter()
         scan = LogScan(
             reader=self._reader,
