@@ -6,6 +6,7 @@ matcher's engines) are imported inside the commands that need them, so `kb --hel
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import math
 import os
@@ -86,8 +87,12 @@ def _a_number(value: float | None) -> float | None:
 
 def open_kb(ctx: click.Context) -> KnowledgeBase:
     from kb.knowledge import KnowledgeBase
+    from kb.render import safe
 
-    return KnowledgeBase(ctx.obj.get("db"))
+    def note(text: str) -> None:
+        click.echo("note: " + safe(text, multiline=False), err=True)
+
+    return KnowledgeBase(ctx.obj.get("db"), notify=note)
 
 
 def format_option(func: F) -> F:
@@ -295,6 +300,8 @@ def match(
     from kb import render
     from kb.config import resolve_database_url
     from kb.matcher import DEFAULT_MIN_SCORE
+    from kb.matcher.cache import CacheDamaged
+    from kb.matcher.replay import Replayable
     from kb.quick import open_for_matching
 
     if as_json:
@@ -311,18 +318,23 @@ def match(
     gc.freeze()
     gc.set_threshold(10_000, 50, 100)
     threshold = DEFAULT_MIN_SCORE if min_score is None else min_score
-    if source == "-":
-        if sys.stdin.isatty():
-            click.echo("Paste the log, then press Ctrl-D.", err=True)
-        label = "the pasted text"
-        report = index.match(sys.stdin.buffer, top=top, min_score=threshold)
-    else:
-        label = source
-        try:
-            with open(source, "rb") as stream:
-                report = index.match(stream, top=top, min_score=threshold)
-        except OSError as exc:
-            raise InputError(f"{source}: cannot read: {exc.strerror}") from exc
+    label = "the pasted text" if source == "-" else source
+    if source == "-" and sys.stdin.isatty():
+        click.echo("Paste the log, then press Ctrl-D.", err=True)
+    try:
+        with (
+            open(source, "rb") if source != "-" else contextlib.nullcontext(sys.stdin.buffer) as raw
+        ):
+            log = Replayable.wrap(raw)
+            try:
+                report = index.match(log.stream(), top=top, min_score=threshold)
+            except CacheDamaged as exc:  # removed by now; built again, and the log read again
+                click.echo(f"note: {render.safe(exc.message)}; rebuilding it", err=True)
+                kb = open_kb(ctx)
+                index, fetch = kb.matcher(), kb.get_many
+                report = index.match(log.again(exc), top=top, min_score=threshold)
+    except OSError as exc:
+        raise InputError(f"{source}: cannot read: {exc.strerror}") from exc
     if not report.stats.get("records"):
         click.echo(
             "The knowledge base is empty: import a dataset first (kb import PATH).", err=True

@@ -191,6 +191,7 @@ def test_re2_never_writes_a_pattern_to_the_terminal(
     assert "pwned" not in captured.err and "\x1b" not in captured.err
 
 
+@pytest.mark.filterwarnings("ignore:Using `httpx` with `starlette.testclient`")
 def test_the_web_page_escapes_and_strips_hostile_text(db_path: Path, hostile: Any) -> None:
     pytest.importorskip("starlette")
     from starlette.testclient import TestClient
