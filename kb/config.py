@@ -65,6 +65,25 @@ def sqlite_file(url: str) -> Path | None:
     return None if not path or path == ":memory:" else Path(path)
 
 
+def sqlite_read_only(path: Path) -> bool:
+    """Whether a SQLite file exists and can only be read: the file, or its folder (where SQLite
+    makes the -wal and -shm files even to read a WAL database), is not writable."""
+    return path.is_file() and not (os.access(path, os.W_OK) and os.access(path.parent, os.W_OK))
+
+
+def sqlite_reader_uri(path: Path) -> str:
+    """The URI to read a SQLite file with: read-only, and immutable where no writer can be at
+    work (its folder cannot take the -wal and -shm files a writer needs, and none is there),
+    without which SQLite cannot open a WAL database in a read-only folder at all."""
+    from urllib.parse import quote
+
+    uri = f"file:{quote(str(path))}?mode=ro"
+    wal = path.with_name(path.name + "-wal")
+    if not os.access(path.parent, os.W_OK) and not wal.exists():
+        uri += "&immutable=1"
+    return uri
+
+
 def cache_dir_for(url: str) -> Path:
     """Where derived caches (the matcher index, the search vocabulary) of the database at
     `url` live."""

@@ -103,6 +103,7 @@ class KnowledgeBase:
         repositories' full records and its compact index; `on_repository(done, total, repo)`
         follows the repositories. A dataset version imported already is skipped unless `force`.
         """
+        db.refuse_read_only(self.engine)
         return import_sources(
             self.engine,
             sources,

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kb.config import HEAD_REVISION, cache_dir_for, sqlite_file
+from kb.config import HEAD_REVISION, cache_dir_for, sqlite_file, sqlite_reader_uri
 from kb.errors import DatabaseError
 from kb.sql import SqliteRunner, read_revision, records_by_id
 
@@ -41,7 +41,7 @@ class QuickReader:
         if path is None or not path.is_file():
             return None
         try:
-            conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
+            conn = sqlite3.connect(sqlite_reader_uri(path), uri=True, timeout=30)
             row = conn.execute("SELECT version_num FROM alembic_version").fetchone()
         except sqlite3.Error:
             return None
