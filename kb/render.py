@@ -24,6 +24,10 @@ C1_STRING_RE: Final = re.compile(r"[\x90\x98\x9d-\x9f][^\x07\x1b\x9c]*(?:\x07|\x
 # written as \\uXXXX so the data stays exact while a terminal or editor showing it is not fooled.
 JSON_UNSAFE_RE: Final = re.compile(f"[{INVISIBLE_CHARS}]")
 WRAP_WIDTH: Final = 88  # readable in an 80–100 column terminal with the indent
+# One field as text or markdown shows at most this much: the largest field of a real record
+# is about 1 KB, and a 200 MB one (written by another tool; import refuses records past
+# kb.ingest.reading.MAX_RECORD_CHARS) once made `kb show` wrap 4.5 GB of words.
+SHOWN_CHARS: Final = 20_000
 
 
 def safe(text: object, *, multiline: bool = True) -> str:
@@ -35,6 +39,15 @@ def safe(text: object, *, multiline: bool = True) -> str:
     if not multiline:
         cleaned = " ".join(cleaned.split())
     return cleaned
+
+
+def bounded(text: object) -> str:
+    """A field as shown to people: cut at SHOWN_CHARS, saying how much is left."""
+    value = "" if text is None else str(text)
+    if len(value) <= SHOWN_CHARS:
+        return value
+    left = len(value) - SHOWN_CHARS
+    return value[:SHOWN_CHARS] + f" … ({left:,} more characters; --format json has them all)"
 
 
 class Style:
@@ -64,7 +77,7 @@ class Style:
 
 def _paragraphs(text: object, indent: str = "  ") -> str:
     out = []
-    for block in safe(text).split("\n\n"):
+    for block in safe(bounded(text)).split("\n\n"):
         block = " ".join(block.split())
         if block:
             out.append(
@@ -74,7 +87,7 @@ def _paragraphs(text: object, indent: str = "  ") -> str:
 
 
 def _code_block(text: object, indent: str = "    ") -> str:
-    return "\n".join(indent + line for line in safe(text).rstrip().splitlines())
+    return "\n".join(indent + line for line in safe(bounded(text)).rstrip().splitlines())
 
 
 def _numbered(items: Iterable[object], indent: str = "  ") -> str:
@@ -83,7 +96,7 @@ def _numbered(items: Iterable[object], indent: str = "  ") -> str:
         prefix = f"{indent}{number}. "
         lines.append(
             textwrap.fill(
-                safe(item, multiline=False),
+                safe(bounded(item), multiline=False),
                 WRAP_WIDTH,
                 initial_indent=prefix,
                 subsequent_indent=" " * len(prefix),
@@ -95,7 +108,7 @@ def _numbered(items: Iterable[object], indent: str = "  ") -> str:
 def _bullets(items: Iterable[object], indent: str = "  ") -> str:
     return "\n".join(
         textwrap.fill(
-            safe(item, multiline=False),
+            safe(bounded(item), multiline=False),
             WRAP_WIDTH,
             initial_indent=f"{indent}- ",
             subsequent_indent=f"{indent}  ",
@@ -123,7 +136,7 @@ def record_header(record: dict[str, Any], style: Style) -> list[str]:
     if record.get("httpStatus"):
         facts.append(f"HTTP {record['httpStatus']}")
     lines = [
-        style.title(safe(record.get("errorMessage"), multiline=False)),
+        style.title(safe(bounded(record.get("errorMessage")), multiline=False)),
         " · ".join(fact for fact in facts if fact),
         style.dim(f"id {record.get('id')}  slug {safe(record.get('slug'), multiline=False)}"),
     ]
@@ -191,7 +204,7 @@ def record_text(
 def _md_inline(text: object) -> str:
     """Inline markdown: one line, with characters that would start markup (or an entity such as
     `&#x202e;`) escaped."""
-    value = safe(text, multiline=False)
+    value = safe(bounded(text), multiline=False)
     return re.sub(r"([\\`*_{}\[\]<>#|&])", r"\\\1", value)
 
 
@@ -230,7 +243,7 @@ def _md_prose(text: object) -> str:
             out.append(_md_paragraph("\n".join(paragraph)))
             paragraph.clear()
 
-    for line in safe(text).strip().split("\n"):
+    for line in safe(bounded(text)).strip().split("\n"):
         opened = _MD_FENCE_RE.match(line)
         if fence is not None:
             out.append(line)
@@ -285,7 +298,7 @@ def _md_plain(text: str) -> str:
 
 
 def _md_fence(text: object, language: str = "") -> str:
-    body = safe(text).rstrip("\n")
+    body = safe(bounded(text)).rstrip("\n")
     longest = max((len(run) for run in re.findall(r"`+", body)), default=0)
     fence = "`" * max(3, longest + 1)
     return f"{fence}{language}\n{body}\n{fence}"
