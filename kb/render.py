@@ -22,7 +22,10 @@ CONTROL_RE: Final = re.compile(f"[\\x00-\\x08\\x0b-\\x1f{INVISIBLE_CHARS}]")
 C1_STRING_RE: Final = re.compile(r"[\x90\x98\x9d-\x9f][^\x07\x1b\x9c]*(?:\x07|\x9c|\x1b\\)")
 # What JSON output escapes beyond what `json` does (it escapes only C0): the same characters,
 # written as \\uXXXX so the data stays exact while a terminal or editor showing it is not fooled.
-JSON_UNSAFE_RE: Final = re.compile(f"[{INVISIBLE_CHARS}]")
+# Lone surrogates too (a JSON "\\udcff", or a byte that was not UTF-8): as \\uXXXX they stay
+# the same data, written raw they cannot be encoded at all.
+JSON_UNSAFE_RE: Final = re.compile(f"[{INVISIBLE_CHARS}\\ud800-\\udfff]")
+SURROGATE_RE: Final = re.compile("[\\ud800-\\udfff]")
 WRAP_WIDTH: Final = 88  # readable in an 80–100 column terminal with the indent
 # One field as text or markdown shows at most this much: the largest field of a real record
 # is about 1 KB, and a 200 MB one (written by another tool; import refuses records past
@@ -36,6 +39,7 @@ def safe(text: object, *, multiline: bool = True) -> str:
         return ""
     cleaned = ANSI_RE.sub("", str(text).replace("\r\n", "\n"))
     cleaned = CONTROL_RE.sub("", C1_STRING_RE.sub("", cleaned))
+    cleaned = SURROGATE_RE.sub("\ufffd", cleaned)  # no terminal can be sent one
     if not multiline:
         cleaned = " ".join(cleaned.split())
     return cleaned

@@ -25,6 +25,11 @@ JSONL_PROBE_LIMIT: Final = 8 << 20  # a first line longer than this is not one J
 # 1 MB gzip once made an import peak at 2.2 GB).
 MAX_RECORD_CHARS: Final = 8 << 20
 GZIP_MAGIC: Final = b"\x1f\x8b"
+# A gzip that expands more than this many times is refused as a bomb once it has expanded past
+# BOMB_MIN_BYTES: the shared corpus's records.jsonl.gz expands 17 times, JSON records hardly
+# past 50, while a gigabyte of one repeated byte fits in a megabyte (1,000 times).
+BOMB_RATIO: Final = 500
+BOMB_MIN_BYTES: Final = 32 << 20
 
 ProgressFn = Callable[[int], None]
 
@@ -69,9 +74,18 @@ def is_url(spec: str) -> bool:
 class CountingReader(io.RawIOBase):
     """Passes bytes through, hashing them and reporting how many went by."""
 
-    def __init__(self, raw: IO[bytes], progress: ProgressFn | None = None) -> None:
+    def __init__(
+        self,
+        raw: IO[bytes],
+        progress: ProgressFn | None = None,
+        *,
+        compressed: CountingReader | None = None,
+        name: str = "",
+    ) -> None:
         self._raw = raw
         self._progress = progress
+        self._compressed = compressed  # the gzip these bytes come out of, to spot a bomb
+        self._name = name
         self.sha256 = hashlib.sha256()
         self.count = 0
 
@@ -87,6 +101,12 @@ class CountingReader(io.RawIOBase):
             self.count += n
             if self._progress is not None:
                 self._progress(n)
+            packed = self._compressed
+            if packed and self.count > max(BOMB_MIN_BYTES, BOMB_RATIO * packed.count):
+                raise InputError(
+                    f"{self._name}: expands to more than {BOMB_RATIO:,} times its gzipped size "
+                    "(a gzip bomb?); not read"
+                )
         return n
 
     def close(self) -> None:
@@ -126,9 +146,16 @@ class Source:
         self.inner: CountingReader | None = None
         data: IO[bytes] = buffered
         if self.gzipped:
-            self.inner = CountingReader(gzip.GzipFile(fileobj=buffered, mode="rb"))  # type: ignore[arg-type]
+            consumed = CountingReader(buffered)  # what the decompressor has taken so far
+            self.inner = CountingReader(
+                gzip.GzipFile(fileobj=consumed, mode="rb"),  # type: ignore[arg-type]
+                compressed=consumed,
+                name=self.name,
+            )
             data = io.BufferedReader(self.inner, buffer_size=READ_CHUNK)
-        self.text = io.TextIOWrapper(data, encoding="utf-8", errors="strict", newline="")
+        # Bytes that are not UTF-8 become lone surrogates (U+DC80..U+DCFF), which validation
+        # refuses in the record that holds them: one bad record, not a lost file.
+        self.text = io.TextIOWrapper(data, encoding="utf-8", errors="surrogateescape", newline="")
 
     def close(self) -> None:
         if self.spec != "-":
@@ -206,6 +233,16 @@ def undecodable_reason(exc: BaseException) -> str:
 # Where a skipped value may end, outside and inside a string.
 _SKIP_OUTSIDE: Final = re.compile(r'["\[\]{},]')
 _SKIP_INSIDE: Final = re.compile(r'["\\]')
+# Runs read in one step, not a character at a time in Python: a gzip bomb of a gigabyte of
+# spaces or of "[" otherwise took minutes.
+_WHITESPACE: Final = re.compile(r"[ \t\r\n\ufeff]*")
+_OPENERS: Final = re.compile(r"[\[{][\[{ \t\r\n]*")
+_CLOSERS: Final = re.compile(r"[\]}][\]} \t\r\n]*")
+
+
+def _brackets(buf: str, start: int, end: int) -> int:
+    """How many brackets a run of brackets and whitespace holds."""
+    return end - start - sum(buf.count(c, start, end) for c in " \t\r\n")
 
 
 class JsonStream:
@@ -241,10 +278,11 @@ class JsonStream:
         """The next non-whitespace character, or None at the end."""
         while True:
             buf, pos, n = self._buf, self._pos, len(self._buf)
-            while pos < n and buf[pos] in " \t\r\n\ufeff":
-                if buf[pos] == "\n":
-                    self.line += 1
-                pos += 1
+            spaces = _WHITESPACE.match(buf, pos)
+            end = spaces.end() if spaces else pos
+            if end > pos:
+                self.line += buf.count("\n", pos, end)
+                pos = end
             self._pos = pos
             if pos < n:
                 return buf[pos]
@@ -314,15 +352,26 @@ class JsonStream:
                 elif char == '"':
                     inside, pos = True, at + 1
                 elif char in "[{":
-                    depth, pos = depth + 1, at + 1
+                    run = _OPENERS.match(buf, at)
+                    end = run.end() if run else at + 1
+                    depth += _brackets(buf, at, end)
+                    pos = end
                 elif depth == 0:  # a comma or the enclosing bracket ends a scalar
                     return self._advance(at)
                 elif char == ",":
                     pos = at + 1
                 else:
-                    depth, pos = depth - 1, at + 1
-                    if depth == 0:
-                        return self._advance(pos)
+                    run = _CLOSERS.match(buf, at)
+                    end = run.end() if run else at + 1
+                    closed = _brackets(buf, at, end)
+                    if closed < depth:
+                        depth, pos = depth - closed, end
+                        continue
+                    for pos in range(at, end):  # the closer that ends the value
+                        if buf[pos] in "]}":
+                            depth -= 1
+                            if depth == 0:
+                                return self._advance(pos + 1)
             self._advance(pos)
             if not self._fill():
                 raise self._error("unexpected end")
@@ -448,6 +497,8 @@ def items_of_text(name: str, text: IO[str]) -> Iterator[Item | Container]:
     first = text.readline(JSONL_PROBE_LIMIT)
     stripped = first.strip().lstrip("\ufeff")
     if stripped and stripped[0] not in "[{":
+        if "\udc80" <= stripped[0] <= "\udcff":  # a byte that is not UTF-8 (see Source)
+            raise InputError(f"{name}:1: not UTF-8 text (byte 0x{ord(stripped[0]) - 0xDC00:02X})")
         raise InputError(f"{name}:1: not JSON: the file starts with {stripped[:20]!r}")
     if stripped.startswith("{"):
         try:

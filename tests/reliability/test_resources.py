@@ -66,9 +66,7 @@ def gzip_stream(before: bytes, size: int, after: bytes, write: Any) -> None:
 
 
 @pytest.mark.parametrize("layout", ["jsonl", "array"])
-def test_a_160_megabyte_value_is_rejected_in_bounded_memory(
-    tmp_path: Path, layout: str
-) -> None:
+def test_a_160_megabyte_value_is_rejected_in_bounded_memory(tmp_path: Path, layout: str) -> None:
     env = dict(os.environ, KB_DATABASE_URL=str(tmp_path / "kb.sqlite3"))
     kb = subprocess.Popen(
         [sys.executable, "-c", PEAK_MEMORY, "import", "-", "--json"],
