@@ -31,6 +31,7 @@ from kb.ingest import (
 from kb.models import DATASET_SOURCES, IMPORT_RUNS, RECORDS, REPOSITORIES
 from kb.records import COLUMNS, ID_RE, REPOSITORY_FIELDS, Record
 from kb.sql import SqlAlchemyRunner, read_revision, records_by_id
+from kb.text import json_safe
 
 if TYPE_CHECKING:
     from kb.matcher import MatcherIndex, MatchReport, PatternSource
@@ -388,7 +389,9 @@ class KnowledgeBase:
         """Write JSONL, one record a line, that `import` reads back unchanged."""
         count = 0
         for record in self.iter_records(repo):
-            out.write(json.dumps(record, ensure_ascii=False, separators=(",", ":")))
+            # One record a line for any reader: U+2028 or U+0085 raw would split it for one
+            # that splits lines the Unicode way, and controls would reach a terminal.
+            out.write(json_safe(json.dumps(record, ensure_ascii=False, separators=(",", ":"))))
             out.write("\n")
             count += 1
         return count

@@ -12,7 +12,7 @@ import textwrap
 from collections.abc import Iterable
 from typing import Any, Final
 
-from kb.text import ANSI_RE, INVISIBLE_CHARS, clip
+from kb.text import ANSI_RE, INVISIBLE_CHARS, clip, json_safe
 
 # Escape sequences (kb.text.ANSI_RE), then any remaining C0 control character but \n and \t,
 # and every character that is shown as something else or not at all (kb.text.INVISIBLE_CHARS).
@@ -20,11 +20,6 @@ CONTROL_RE: Final = re.compile(f"[\\x00-\\x08\\x0b-\\x1f{INVISIBLE_CHARS}]")
 # The 8-bit string controls (DCS, SOS, OSC, PM, APC, up to ST or BEL) that some terminals obey
 # as they do the 7-bit ones: their payload (a title, a clipboard) goes with them.
 C1_STRING_RE: Final = re.compile(r"[\x90\x98\x9d-\x9f][^\x07\x1b\x9c]*(?:\x07|\x9c|\x1b\\)")
-# What JSON output escapes beyond what `json` does (it escapes only C0): the same characters,
-# written as \\uXXXX so the data stays exact while a terminal or editor showing it is not fooled.
-# Lone surrogates too (a JSON "\\udcff", or a byte that was not UTF-8): as \\uXXXX they stay
-# the same data, written raw they cannot be encoded at all.
-JSON_UNSAFE_RE: Final = re.compile(f"[{INVISIBLE_CHARS}\\ud800-\\udfff]")
 SURROGATE_RE: Final = re.compile("[\\ud800-\\udfff]")
 WRAP_WIDTH: Final = 88  # readable in an 80–100 column terminal with the indent
 # One field as text or markdown shows at most this much: the largest field of a real record
@@ -357,15 +352,8 @@ def record_markdown(
 
 def to_json(value: Any) -> str:
     """JSON for programs: the data exact, every control, bidi or invisible character escaped
-    (C0 by json itself, the rest by JSON_UNSAFE_RE), so a terminal showing it is not fooled."""
-    text = json.dumps(value, ensure_ascii=False, indent=2)
-    return JSON_UNSAFE_RE.sub(_json_escape, text)
-
-
-def _json_escape(found: re.Match[str]) -> str:
-    # Such characters only occur inside JSON strings, where \\uXXXX (a surrogate pair past
-    # U+FFFF) means the same character.
-    return json.dumps(found.group(), ensure_ascii=True)[1:-1]
+    (C0 by json itself, the rest by kb.text.json_safe), so a terminal showing it is not fooled."""
+    return json_safe(json.dumps(value, ensure_ascii=False, indent=2))
 
 
 # --------------------------------------------------------------------------- matches

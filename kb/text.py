@@ -6,6 +6,7 @@ lose any before it reaches a terminal (kb.render.safe): both use ANSI_RE.
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Final
 
@@ -26,7 +27,21 @@ INVISIBLE_CHARS: Final = (
     "\x7f-\x9f\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff\ufff9-\ufffb"
     "\U000e0000-\U000e007f"
 )
+# What JSON output escapes beyond what `json` does (only C0): those characters and the lone
+# surrogates, written as \\uXXXX, so the data stays exact while no terminal, editor or
+# line-splitting reader (U+2028, U+0085) is fooled by it.
+JSON_UNSAFE_RE: Final = re.compile(f"[{INVISIBLE_CHARS}\\ud800-\\udfff]")
 ELLIPSIS: Final = "…"
+
+
+def json_safe(encoded: str) -> str:
+    """JSON text (from json.dumps) with JSON_UNSAFE_RE's characters escaped: they only occur
+    inside strings, where \\uXXXX (a surrogate pair past U+FFFF) means the same character."""
+    return JSON_UNSAFE_RE.sub(_escaped, encoded)
+
+
+def _escaped(found: re.Match[str]) -> str:
+    return json.dumps(found.group(), ensure_ascii=True)[1:-1]
 
 
 def clip(text: str, limit: int) -> str:
