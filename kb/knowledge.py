@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import atexit
 import json
+import os
+import re
 import shutil
 import sqlite3
 import tempfile
@@ -20,7 +22,7 @@ from sqlalchemy.exc import OperationalError
 from kb import db
 from kb.config import cache_dir_for, resolve_database_url
 from kb.db import get_meta
-from kb.errors import Ambiguous, DatabaseError, NotFound
+from kb.errors import Ambiguous, Candidate, DatabaseError, NotFound
 from kb.ingest import (
     DEFAULT_BATCH_SIZE,
     ImportReport,
@@ -48,6 +50,18 @@ def repository_from_row(row: Any) -> dict[str, Any]:
     out = {spec.key: mapping[spec.column] for spec in REPOSITORY_FIELDS}
     out.update(mapping["extra"] or {})
     return out
+
+
+SUGGESTIONS: Final = 5  # records suggested for a key that found none
+SHORT_ID_RE: Final = re.compile(r"[0-9a-f]{6,15}")  # an id's beginning: 6 hex digits at least
+SLUG_CUTOFF: Final = 80  # rapidfuzz WRatio a slug needs to be suggested for a typo
+
+
+def _candidate(row: Any) -> Candidate:
+    """A record as a look-up lists it: where it is raised and its message tell it apart."""
+    where = f"{row.file_path}:{row.line_number}" if row.line_number else (row.file_path or "")
+    message = row.error_message if len(row.error_message) <= 80 else row.error_message[:79] + "…"
+    return Candidate(row.id, row.repo, row.slug, f"{where}  {message}".strip())
 
 
 def record_from_row(row: Any) -> Record:
@@ -190,25 +204,32 @@ class KnowledgeBase:
 
     def match(
         self,
-        text: str | bytes | IO[bytes] | IO[str],
+        log: str | bytes | IO[bytes] | IO[str] | os.PathLike[str],
         *,
         top: int = 3,
         min_score: float | None = None,
     ) -> MatchReport:
-        """Every known error in a log (text, bytes or a stream), best first. A matcher cache
-        found damaged on the way is rebuilt and the log matched again (a stream is kept for
-        that up to kb.matcher.replay.REPLAY_BYTES)."""
+        """Every known error in a log, best first. `log` is the log itself as a `str` (never a
+        file name) or `bytes`, an open stream, or a path-like (`pathlib.Path`) naming a file
+        to read. Each match carries its record (`match.record`), fetched on first use. A
+        matcher cache found damaged on the way is rebuilt and the log matched again (a stream
+        is kept for that up to kb.matcher.replay.REPLAY_BYTES)."""
         from kb.matcher.cache import CacheDamaged
+        from kb.matcher.rank import RecordSource
         from kb.matcher.replay import Replayable
 
-        log = Replayable.wrap(text)
+        replayable = Replayable.wrap(log)
         try:
-            return self.matcher().match(log.stream(), top=top, min_score=min_score)
+            report = self.matcher().match(replayable.stream(), top=top, min_score=min_score)
         except CacheDamaged as exc:
             self._notify(f"{exc.message}; rebuilding it")
             self._index = None
-            again = log.again(exc)
-            return self.matcher().match(again, top=top, min_score=min_score)
+            again = replayable.again(exc)
+            report = self.matcher().match(again, top=top, min_score=min_score)
+        source = RecordSource((m.id for m in report.matches), self.get_many)
+        for found in report.matches:
+            found.source = source
+        return report
 
     def _pattern_sources(self) -> Iterator[PatternSource]:
         from kb.matcher import PatternSource
@@ -236,7 +257,7 @@ class KnowledgeBase:
                     error_class=row.error_class,
                     error_code=row.error_code,
                     file_path=row.file_path or "",
-                    line_number=row.line_number or 0,
+                    line_number=row.line_number,
                 )
 
     def get_many(self, ids: Iterable[str]) -> dict[str, dict[str, Any]]:
@@ -256,6 +277,23 @@ class KnowledgeBase:
         record = self.get(key.lower()) if ID_RE.fullmatch(key.lower()) else None
         if record is not None:
             return record
+        if SHORT_ID_RE.fullmatch(key.lower()):  # a unique beginning of an id, as git allows
+            start = key.lower()
+            with self._connect() as conn:
+                rows = conn.execute(
+                    select(RECORDS)
+                    .where(RECORDS.c.id >= start, RECORDS.c.id < start + "g")
+                    .order_by(RECORDS.c.id)
+                    .limit(50)
+                ).all()
+            if len(rows) == 1:
+                return record_from_row(rows[0]).to_dataset()
+            if rows:
+                raise Ambiguous(
+                    f"{key!r} begins {len(rows)} ids",
+                    [_candidate(row) for row in rows],
+                    hint="Give more of the id.",
+                )
         with self._connect() as conn:
             query = select(RECORDS).where(RECORDS.c.slug == key)
             if "/" in key:
@@ -275,11 +313,52 @@ class KnowledgeBase:
             raise NotFound(
                 f"no record has the id, slug or code {key!r}",
                 hint="Try `kb search` with words from the message.",
+                suggestions=self._near_keys(key),
             )
         if len(rows) > 1:
-            candidates = [(row.id, row.repo, row.slug) for row in rows]
-            raise Ambiguous(f"{key!r} names {len(rows)} records", candidates)
+            one_repo = len({row.repo for row in rows}) == 1
+            raise Ambiguous(
+                f"{key!r} names {len(rows)} records",
+                [_candidate(row) for row in rows],
+                hint="Use the id to pick one."
+                if one_repo
+                else "Use the id, or repo/slug, to pick one.",
+            )
         return record_from_row(rows[0]).to_dataset()
+
+    def _near_keys(self, key: str) -> list[Candidate]:
+        """Records a key that found nothing may have meant: ids and slugs it begins, else the
+        slugs closest to it (a typo)."""
+        table = RECORDS
+        wanted = key.lower().rpartition("/")[2] if "/" in key else key.lower()
+        with self._connect() as conn:
+            rows = []
+            if wanted:
+                for column in (table.c.id, table.c.slug):
+                    rows = conn.execute(
+                        select(table)
+                        .where(column >= wanted, column < wanted + "\uffff")
+                        .order_by(column)
+                        .limit(SUGGESTIONS)
+                    ).all()
+                    if rows:
+                        return [_candidate(row) for row in rows]
+            slugs = conn.execute(select(table.c.slug).distinct()).scalars().all()
+            from rapidfuzz import process
+
+            close = [
+                slug
+                for slug, _score, _i in process.extract(
+                    wanted, slugs, limit=SUGGESTIONS, score_cutoff=SLUG_CUTOFF
+                )
+            ]
+            if not close:
+                return []
+            rows = conn.execute(
+                select(table).where(table.c.slug.in_(close)).limit(SUGGESTIONS)
+            ).all()
+        order = {slug: n for n, slug in enumerate(close)}
+        return [_candidate(row) for row in sorted(rows, key=lambda r: order[r.slug])]
 
     def search(
         self,

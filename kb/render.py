@@ -52,8 +52,9 @@ def bounded(text: object) -> str:
 class Style:
     """Terminal styling, off unless asked for (never with NO_COLOR or off a terminal)."""
 
-    def __init__(self, color: bool) -> None:
+    def __init__(self, color: bool, width: int = WRAP_WIDTH) -> None:
         self.color = color
+        self.width = width  # prose is wrapped to this many columns
 
     def _wrap(self, code: str, text: str) -> str:
         return f"\x1b[{code}m{text}\x1b[0m" if self.color else text
@@ -74,14 +75,12 @@ class Style:
         return self._wrap("32", text)
 
 
-def _paragraphs(text: object, indent: str = "  ") -> str:
+def _paragraphs(text: object, indent: str = "  ", width: int = WRAP_WIDTH) -> str:
     out = []
     for block in safe(bounded(text)).split("\n\n"):
         block = " ".join(block.split())
         if block:
-            out.append(
-                textwrap.fill(block, WRAP_WIDTH, initial_indent=indent, subsequent_indent=indent)
-            )
+            out.append(textwrap.fill(block, width, initial_indent=indent, subsequent_indent=indent))
     return "\n\n".join(out)
 
 
@@ -89,14 +88,14 @@ def _code_block(text: object, indent: str = "    ") -> str:
     return "\n".join(indent + line for line in safe(bounded(text)).rstrip().splitlines())
 
 
-def _numbered(items: Iterable[object], indent: str = "  ") -> str:
+def _numbered(items: Iterable[object], indent: str = "  ", width: int = WRAP_WIDTH) -> str:
     lines = []
     for number, item in enumerate(items, start=1):
         prefix = f"{indent}{number}. "
         lines.append(
             textwrap.fill(
                 safe(bounded(item), multiline=False),
-                WRAP_WIDTH,
+                width,
                 initial_indent=prefix,
                 subsequent_indent=" " * len(prefix),
             )
@@ -104,11 +103,11 @@ def _numbered(items: Iterable[object], indent: str = "  ") -> str:
     return "\n".join(lines)
 
 
-def _bullets(items: Iterable[object], indent: str = "  ") -> str:
+def _bullets(items: Iterable[object], indent: str = "  ", width: int = WRAP_WIDTH) -> str:
     return "\n".join(
         textwrap.fill(
             safe(bounded(item), multiline=False),
-            WRAP_WIDTH,
+            width,
             initial_indent=f"{indent}- ",
             subsequent_indent=f"{indent}  ",
         )
@@ -159,13 +158,14 @@ def record_body(record: dict[str, Any], style: Style) -> list[str]:
         parts.extend(
             ["", style.dim("  (only the compact index row is known: no documentation yet)")]
         )
-    section("What it means", _paragraphs(record.get("documentation")))
-    section("When it happens", _paragraphs(record.get("triggerScenarios")))
-    section("Common situations", _paragraphs(record.get("commonSituations")))
-    section("Solutions", _numbered(record.get("solutions") or []))
+    w = style.width
+    section("What it means", _paragraphs(record.get("documentation"), width=w))
+    section("When it happens", _paragraphs(record.get("triggerScenarios"), width=w))
+    section("Common situations", _paragraphs(record.get("commonSituations"), width=w))
+    section("Solutions", _numbered(record.get("solutions") or [], width=w))
     if record.get("exampleFix"):
         section("Example fix", style.code(_code_block(record["exampleFix"])))
-    section("Prevention tips", _bullets(record.get("preventionTips") or []))
+    section("Prevention tips", _bullets(record.get("preventionTips") or [], width=w))
     tags = [safe(tag, multiline=False) for tag in record.get("tags") or []]
     if tags:
         parts.extend(["", "Tags: " + ", ".join(tags)])
@@ -443,8 +443,8 @@ def _essentials(record: dict[str, Any], style: Style, indent: str) -> list[str]:
     """What to do about a matched error: its meaning, the solutions, the example fix."""
     out: list[str] = []
     sections = [
-        ("What it means", _paragraphs(record.get("documentation"), indent="  ")),
-        ("Solutions", _numbered(record.get("solutions") or [], indent="  ")),
+        ("What it means", _paragraphs(record.get("documentation"), width=style.width)),
+        ("Solutions", _numbered(record.get("solutions") or [], width=style.width)),
     ]
     if record.get("exampleFix"):
         sections.append(("Example fix", style.code(_code_block(record["exampleFix"]))))

@@ -39,7 +39,7 @@ from kb.patterns import (
     GENERIC_LITERAL_CHARS,
     MIN_KEY_CHARS,
     PreparedPattern,
-    has_nested_repeat,
+    backtracking_unbounded,
     message_pieces,
     prepare,
     relax,
@@ -49,8 +49,14 @@ from kb.sql import select_in
 if TYPE_CHECKING:
     from kb.matcher.index import MatcherIndex
 
+# What upstream writes as filePath when the analysis found no file: no frame can be in it.
+UNKNOWN_FILE: Final = "unknown"
 # Records a build holds before writing them to the cache: bounds its memory, amortises inserts.
 BUILD_CHUNK = 2_000
+# The longest prefilter key: Hyperscan refuses literals past about 16,000 bytes, and a key this
+# long (the longest key of the 69,652-record corpus is 597 characters) already
+# says all a key can. Four bytes a character at most, well under the limit.
+MAX_KEY_CHARS: Final = 2000
 # Keys per Hyperscan database. Compiling takes about 2.2 KB a key (measured: 100k keys 215 MB,
 # 250k keys 537 MB, the 1M-record corpus's 669k keys 1.5 GB); shards of this size keep
 # `kb import` (the import, then this build, in one process) under 300 MB at a million records
@@ -77,7 +83,7 @@ class PatternSource:
     error_class: str | None
     error_code: str | None
     file_path: str
-    line_number: int
+    line_number: int | None  # None: the dataset gives no line (upstream's analysis found none)
     prepared: PreparedPattern | None = None
 
 
@@ -92,7 +98,7 @@ def sources_from_records(records: Iterable[dict[str, Any]]) -> Iterator[PatternS
             error_class=rec.get("errorClass"),
             error_code=rec.get("errorCode"),
             file_path=rec.get("filePath") or "",
-            line_number=int(rec.get("lineNumber") or 0),
+            line_number=rec.get("lineNumber"),
         )
 
 
@@ -238,7 +244,7 @@ class _RowWriter:
         kp_rows: list[tuple[str, int]] = []
         fz_rows: list[tuple[str, int]] = []
         record_rows: list[tuple[Any, ...]] = []
-        file_rows: list[tuple[str, int, int]] = []
+        file_rows: list[tuple[str, int | None, int]] = []
         for rec_idx, src, prep, ident in chunk:
             if ident is not None and prep.regex is not None:
                 p_idx = known.get(ident)
@@ -258,11 +264,13 @@ class _RowWriter:
                             prep.newlines,
                             json.dumps(prep.placeholder_names),
                             relax(prep.regex) if guarded else None,
-                            int(has_nested_repeat(prep.regex) if guarded else 0),
+                            int(backtracking_unbounded(prep.regex) if guarded else 0),
                             json.dumps(prep.keys[1:]),
                         )
                     )
-                    key = prep.keys[0]
+                    # A prefix of a required literal is required too: one past Hyperscan's
+                    # limit (one dataset's 16 KB literal broke every later match) is cut.
+                    key = prep.keys[0][:MAX_KEY_CHARS]
                     if len(key.strip()) >= MIN_KEY_CHARS:
                         kp_rows.append((key, p_idx))
                     if prep.literal_chars >= GENERIC_LITERAL_CHARS:
@@ -271,9 +279,11 @@ class _RowWriter:
                             fz_rows.append((template, p_idx))
                 prec_rows.append((p_idx, rec_idx))
             code = src.error_code
-            if code and len(code) >= MIN_CODE_CHARS and code not in NOT_CODES:
+            if code and MIN_CODE_CHARS <= len(code) <= MAX_KEY_CHARS and code not in NOT_CODES:
                 self.codes.setdefault(code, []).append(rec_idx)
             path = src.file_path.replace("\\", "/").lstrip("./")
+            if path == UNKNOWN_FILE:
+                path = ""
             if path:
                 file_rows.append((path, src.line_number, rec_idx))
                 if "/" in path:

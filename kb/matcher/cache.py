@@ -33,7 +33,7 @@ from kb.sql import select_in
 
 # Bumped whenever what is written changes; a cache of another format is rebuilt.
 # 10: no traceback marker key, no unread columns (keys.kind, records.repo/error_code/pattern).
-FORMAT_VERSION = 10
+FORMAT_VERSION = 11  # 11: a record without a lineNumber has NULL there, not 0
 CACHE_FILE: Final = "matcher.sqlite3"
 SCHEMA: Final = """
     CREATE TABLE meta (k TEXT PRIMARY KEY, v BLOB);
@@ -140,7 +140,7 @@ class Pattern:
 
     idx: int
     regex: str
-    engine: str  # "re2", or "guarded": RE2 runs `relaxed`, Python's re confirms on the span
+    engine: str  # "re2", or "guarded": RE2 runs `relaxed`, a superset (lookarounds dropped)
     generic: bool  # too little literal text to tell an error by
     literal_chars: int
     key_line: int  # the line of a multi-line pattern that holds its best key
@@ -160,7 +160,7 @@ class Record:
     id: str
     error_class: str | None
     file_path: str
-    line_number: int
+    line_number: int | None  # None: unknown, a frame anywhere in the file counts
     error_message: str
 
     @property
@@ -235,7 +235,7 @@ class CacheReader:
         self._key_text: dict[int, str] = {}
         self._patterns: dict[int, Pattern] = {}
         self._records: dict[int, Record] = {}
-        self._files: dict[str, tuple[str, list[tuple[int, int]]] | None] = {}
+        self._files: dict[str, tuple[str, list[tuple[int | None, int]]] | None] = {}
         self._packages: frozenset[str] | None = None
 
     def close(self) -> None:
@@ -336,14 +336,14 @@ class CacheReader:
         return self._records[idx]
 
     @_reads
-    def file_records(self, frame: Frame) -> tuple[str, list[tuple[int, int]]] | None:
+    def file_records(self, frame: Frame) -> tuple[str, list[tuple[int | None, int]]] | None:
         """(filePath, [(lineNumber, record)]) for the longest known path that the frame's path
         ends with, or None."""
         if frame.path in self._files:
             return self._files[frame.path]
         suffixes = list(frame.path_suffixes())[:MAX_PATH_PARTS]
         marks = ",".join("?" * len(suffixes))
-        found: dict[str, list[tuple[int, int]]] = {}
+        found: dict[str, list[tuple[int | None, int]]] = {}
         for path, line_number, rec in self._con.execute(
             f"SELECT file_path, line_number, rec FROM files WHERE file_path IN ({marks})",
             suffixes,

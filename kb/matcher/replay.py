@@ -76,6 +76,9 @@ class _Keeping:
         self._owner._keep(chunk)
         return chunk
 
+    def isatty(self) -> bool:  # a terminal's paste ends at the first short read (kb.logtext)
+        return _isatty(self._raw)
+
 
 class _Again:
     """What was kept, then the rest of the stream."""
@@ -93,3 +96,13 @@ class _Again:
                     chunk = chunk[:size]
                 return chunk
         return self._raw.read(size)
+
+    def isatty(self) -> bool:
+        return _isatty(self._raw)
+
+
+def _isatty(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError, OSError):
+        return False

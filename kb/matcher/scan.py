@@ -403,7 +403,10 @@ class LogScan:
             return []
         path, entries = found
         near = self.scorer.config.frame_near_lines
-        nearby = [(n, rec_idx) for n, rec_idx in entries if abs(frame.line - n) <= near]
+        # A raise site is a line: a record without a lineNumber is never found by its file alone.
+        nearby = [
+            (n, rec_idx) for n, rec_idx in entries if n is not None and abs(frame.line - n) <= near
+        ]
         self.reader.load_records(rec_idx for _, rec_idx in nearby)
         subject = exception[1] if exception else ""
         out: list[Candidate] = []
