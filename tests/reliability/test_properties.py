@@ -22,7 +22,7 @@ BOUNDED = settings(
     database=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
-FUZZ = settings(BOUNDED, max_examples=300)
+FUZZ = settings(BOUNDED, max_examples=200)
 
 # Any text a record may hold: every character but the lone surrogates (rejected on purpose,
 # test_bad_records.py), controls, NUL, bidi and astral characters included.
