@@ -10,10 +10,13 @@ None: the caller then opens a `KnowledgeBase`, which checks the schema and build
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kb.config import HEAD_REVISION, cache_dir_for, sqlite_file
+from kb.config import HEAD_REVISION, cache_dir_for, sqlite_file, sqlite_reader_uri
+from kb.errors import DatabaseError
 from kb.sql import SqliteRunner, read_revision, records_by_id
 
 if TYPE_CHECKING:  # types only: the cold path must not import these modules' dependencies
@@ -26,8 +29,9 @@ RecordFetcher = Callable[[Iterable[str]], dict[str, dict[str, Any]]]
 class QuickReader:
     """Read-only access to a kb SQLite file at the newest schema."""
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
         self.conn = conn
+        self.path = path
         self.runner = SqliteRunner(conn)
 
     @classmethod
@@ -37,20 +41,34 @@ class QuickReader:
         if path is None or not path.is_file():
             return None
         try:
-            conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
+            conn = sqlite3.connect(sqlite_reader_uri(path), uri=True, timeout=30)
             row = conn.execute("SELECT version_num FROM alembic_version").fetchone()
         except sqlite3.Error:
             return None
         if row is None or row[0] != HEAD_REVISION:
             conn.close()
             return None
-        return cls(conn)
+        return cls(conn, path)
+
+    @contextmanager
+    def reading(self) -> Iterator[None]:
+        """A damaged file, or one that lost a table, is a DatabaseError (exit 3), as on the
+        full path: only the schema's revision was checked on opening."""
+        try:
+            yield
+        except sqlite3.DatabaseError as exc:
+            raise DatabaseError(
+                f"cannot read the database {self.path}: {exc}",
+                hint="It may be damaged: restore a copy, or import into a new file (--db).",
+            ) from exc
 
     def revision(self) -> str:
-        return read_revision(self.runner)
+        with self.reading():
+            return read_revision(self.runner)
 
     def get_many(self, ids: Iterable[str]) -> dict[str, dict[str, Any]]:
-        return records_by_id(self.runner, ids)
+        with self.reading():
+            return records_by_id(self.runner, ids)
 
     def close(self) -> None:
         self.conn.close()
@@ -79,7 +97,8 @@ def search(url: str, query: str | None, filters: Filters, limit: int) -> SearchR
     if reader is None:
         return None
     try:
-        searcher = Searcher(reader.runner, cache_dir_for(url), reader.revision())
-        return searcher.search(query, filters, limit)
+        with reader.reading():
+            searcher = Searcher(reader.runner, cache_dir_for(url), reader.revision())
+            return searcher.search(query, filters, limit)
     finally:
         reader.close()
