@@ -27,7 +27,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, SQLAlchemyError
 from sqlalchemy.pool import NullPool
 
-from kb.config import HEAD_REVISION, masked
+from kb.config import HEAD_REVISION, masked, sqlite_file, sqlite_read_only, sqlite_reader_uri
 from kb.errors import DatabaseError, SchemaOutOfDate
 from kb.models import META, Base
 
@@ -75,6 +75,12 @@ def _on_sqlite_connect(dbapi_connection: Any, _record: Any) -> None:
     cursor.close()
 
 
+def _on_read_only_connect(dbapi_connection: Any, _record: Any) -> None:
+    # As _on_sqlite_connect, without the pragmas that write (page size, WAL).
+    dbapi_connection.isolation_level = None
+    dbapi_connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+
+
 def _on_sqlite_begin(connection: Any) -> None:
     connection.exec_driver_sql("BEGIN")
 
@@ -96,7 +102,13 @@ def make_engine(url: str, *, pooled: bool = False) -> Engine:
     is_sqlite = parsed.get_backend_name() == "sqlite"
     if is_sqlite and parsed.database and parsed.database != ":memory:":
         Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+    read_only = read_only_file(url)
     options: dict[str, Any] = {}
+    if read_only is not None:  # a shared copy: read as such, or SQLite cannot open it at all
+        import sqlite3
+
+        reader_uri = sqlite_reader_uri(read_only)
+        options["creator"] = lambda: sqlite3.connect(reader_uri, uri=True, check_same_thread=False)
     if pooled and not is_sqlite:
         options.update(pool_size=POOL_SIZE, max_overflow=POOL_OVERFLOW, pool_pre_ping=True)
     elif not pooled and not (is_sqlite and parsed.database in (None, "", ":memory:")):
@@ -112,7 +124,8 @@ def make_engine(url: str, *, pooled: bool = False) -> Engine:
             hint="For PostgreSQL install kb's postgres extra: pip install 'kb[postgres]'.",
         ) from None
     if is_sqlite:
-        event.listen(engine, "connect", _on_sqlite_connect)
+        on_connect = _on_sqlite_connect if read_only is None else _on_read_only_connect
+        event.listen(engine, "connect", on_connect)
         event.listen(engine, "begin", _on_sqlite_begin)
     return engine
 
@@ -120,6 +133,22 @@ def make_engine(url: str, *, pooled: bool = False) -> Engine:
 def describe_url(url: Any) -> str:
     """A URL as it may be printed: no password, in the user part or in the query."""
     return masked(url.render_as_string(hide_password=True))
+
+
+def read_only_file(url: str) -> Path | None:
+    """The SQLite file at `url` if kb may only read it (it or its folder is not writable)."""
+    path = sqlite_file(url)
+    return path if path is not None and sqlite_read_only(path) else None
+
+
+def refuse_read_only(engine: Engine) -> None:
+    """DatabaseError (exit 3) for a database kb may only read, before a command writes."""
+    path = read_only_file(describe(engine))
+    if path is not None:
+        raise DatabaseError(
+            f"the database {path} is read-only (the file or its folder cannot be written)",
+            hint="Import into a copy you can write, or ask whoever owns it.",
+        )
 
 
 def describe(engine: Engine) -> str:
@@ -276,6 +305,7 @@ def upgrade(engine: Engine) -> tuple[str | None, str]:
     done. Refuses a database that holds other tables than kb's, or one made by a newer kb."""
     from alembic import command
 
+    refuse_read_only(engine)
     current_revision(engine)  # a clear message when the database cannot be reached at all
     try:
         with engine.begin() as conn:

@@ -12,10 +12,12 @@ the index.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Final
 
-from kb.config import HEAD_REVISION, cache_dir_for, sqlite_file
+from kb.config import HEAD_REVISION, cache_dir_for, masked, sqlite_file, sqlite_reader_uri
+from kb.errors import DatabaseError
 from kb.sql import Runner, SqliteRunner, read_revision, records_by_id
 
 if TYPE_CHECKING:  # types only: the cold path must not import these modules' dependencies
@@ -50,9 +52,10 @@ class QuickReader:
     """Read-only access to a kb database at the newest schema: a SQLite file, or PostgreSQL
     in one REPEATABLE READ transaction (one snapshot: the revision and the records agree)."""
 
-    def __init__(self, conn: Any, runner: Runner) -> None:
+    def __init__(self, conn: Any, runner: Runner, where: str) -> None:
         self.conn = conn
         self.runner = runner
+        self.where = where  # the file, or the URL with its password masked
 
     @classmethod
     def open(cls, url: str) -> QuickReader | None:
@@ -76,10 +79,10 @@ class QuickReader:
         if path is None or not path.is_file():
             return None
         try:
-            conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
+            conn = sqlite3.connect(sqlite_reader_uri(path), uri=True, timeout=30)
         except sqlite3.Error:
             return None
-        return cls(conn, SqliteRunner(conn))
+        return cls(conn, SqliteRunner(conn), str(path))
 
     @classmethod
     def _open_pg(cls, url: str) -> QuickReader | None:
@@ -94,13 +97,28 @@ class QuickReader:
             conn.read_only = True
         except (psycopg.Error, ValueError):  # unreachable, refused: the full path says why
             return None
-        return cls(conn, PgRunner(conn))
+        return cls(conn, PgRunner(conn), masked(url))
+
+    @contextmanager
+    def reading(self) -> Iterator[None]:
+        """A damaged file, or one that lost a table, is a DatabaseError (exit 3), as on the
+        full path: only the schema's revision was checked on opening. (On PostgreSQL a failed
+        read is psycopg's error, which the CLI reports as a database error: exit 3.)"""
+        try:
+            yield
+        except sqlite3.DatabaseError as exc:
+            raise DatabaseError(
+                f"cannot read the database {self.where}: {exc}",
+                hint="It may be damaged: restore a copy, or import into a new file (--db).",
+            ) from exc
 
     def revision(self) -> str:
-        return read_revision(self.runner)
+        with self.reading():
+            return read_revision(self.runner)
 
     def get_many(self, ids: Iterable[str]) -> dict[str, dict[str, Any]]:
-        return records_by_id(self.runner, ids)
+        with self.reading():
+            return records_by_id(self.runner, ids)
 
     def close(self) -> None:
         self.conn.close()
@@ -122,7 +140,9 @@ def open_for_matching(
     if index is None:
         from kb.shared_index import fetch  # only without a cache: most runs never need it
 
-        if fetch(reader.runner, cache, CACHE_FILE, revision, FORMAT_VERSION, status):
+        with reader.reading():
+            fetched = fetch(reader.runner, cache, CACHE_FILE, revision, FORMAT_VERSION, status)
+        if fetched:
             index = load_index(cache, revision)
     if index is None:
         reader.close()
@@ -138,7 +158,8 @@ def search(url: str, query: str | None, filters: Filters, limit: int) -> SearchR
     if reader is None:
         return None
     try:
-        searcher = Searcher(reader.runner, cache_dir_for(url), reader.revision())
-        return searcher.search(query, filters, limit)
+        with reader.reading():
+            searcher = Searcher(reader.runner, cache_dir_for(url), reader.revision())
+            return searcher.search(query, filters, limit)
     finally:
         reader.close()
