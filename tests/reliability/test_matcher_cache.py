@@ -73,6 +73,8 @@ def test_match_works_when_the_cache_disk_is_full(
     import kb.matcher.build as build
 
     cache_file(db_path).unlink()
+    with sqlite3.connect(db_path) as conn:  # nor a copy in the database to fetch: a build
+        conn.execute("DELETE FROM matcher_index")
     real_write = build.write_index
     cache_dir = cache_file(db_path).parent
 
@@ -265,6 +267,8 @@ def test_a_killed_builds_leftover_goes_with_the_next_build(seeded: Any, db_path:
     leftover = cache_file(db_path).parent / ".matcher-killed.tmp"
     leftover.write_bytes(b"half a cache")  # as young as a running build's
     cache_file(db_path).unlink()
+    with sqlite3.connect(db_path) as conn:  # nor a copy in the database to fetch: a build
+        conn.execute("DELETE FROM matcher_index")
     assert seeded("match", input=SEED_LINE).exit_code == 0
     assert not leftover.exists()
 
