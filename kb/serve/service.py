@@ -135,8 +135,20 @@ class Service:
     # ---- matching under a deadline ---------------------------------------------------------
 
     def _match(self, log_bytes: bytes, top: int, min_score: float, stop: threading.Event) -> Found:
+        from kb.matcher.cache import CacheDamaged
+
         index = self.index  # this match keeps the index it started with, even if swapped
-        report = index.match(_StoppableLog(log_bytes, stop), top=top, min_score=min_score)
+        try:
+            report = index.match(_StoppableLog(log_bytes, stop), top=top, min_score=min_score)
+        except CacheDamaged:
+            # The cache file went bad under this worker (a disk error, a hand edit): the
+            # reader removed it; build a good one, serve with it from now on, match again.
+            with self._refresh_lock:
+                if self.index is index:
+                    log.warning("matcher cache damaged: rebuilding it")
+                    self.index = self.kb.matcher(rebuild=True)
+                index = self.index
+            report = index.match(_StoppableLog(log_bytes, stop), top=top, min_score=min_score)
         wanted = [m.id for m in report.matches]
         wanted += [alt for m in report.matches for alt, _score in m.alternatives]
         return Found(report, self.records(wanted, index.revision))

@@ -47,6 +47,7 @@ def hostile_record() -> dict[str, Any]:
         ),
         solutions=[f"Open the </li></ol>{HOSTILE_SCRIPT} hatch", "Turn it \x1b[31moff\x1b[0m"],
         exampleFix=f"</code></pre>{HOSTILE_SCRIPT}",
+        triggerScenarios="Opening \u202egpj.exe (a bidi override) or \u009b31m (an 8-bit CSI).",
         githubUrl='https://github.com/zz/gearbox/blob/main/g.py#"><script>x</script>',
         filePath="zzgear/gearbox.py",
         lineNumber=160,
