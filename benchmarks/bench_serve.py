@@ -10,6 +10,9 @@ with the same matches as the first one, or the run fails.
         [--log ../shared/corpus/logs/paste.log] [--clients 1,8,32] [--requests 400] [--workers 1,2]
 
 Without --db, the shared corpus is imported once into benchmarks/out/serve-bench.sqlite3.
+With --postgres, the same records are also imported into a throw-away PostgreSQL cluster
+(tests/pg_server.py: Debian's `postgresql`, on loopback, removed at the end) and every level is
+run against both databases in the same run, SQLite first.
 The clients (httpx, asyncio) run in this process on the same machine: on 2 cores they take
 CPU from the server (the "client CPU ms" column, per request), so the figures are a floor.
 """
@@ -31,6 +34,7 @@ from typing import Any
 import httpx
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))  # tests.pg_server, for --postgres
 SHARED = HERE.parent.parent / "shared" / "corpus"
 TEXT = {"Content-Type": "text/plain"}
 
@@ -46,6 +50,13 @@ def ensure_db(out: Path) -> str:
             check=True,
         )
     return str(db)
+
+
+def import_into(url: str, source: Path) -> None:
+    print(f"importing {source} into {url.split('@')[-1]} ...", file=sys.stderr)
+    subprocess.run(
+        [sys.executable, "-m", "kb", "--db", url, "import", "--quiet", str(source)], check=True
+    )
 
 
 def free_port() -> int:
@@ -137,13 +148,42 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--db", help="SQLite path or SQLAlchemy URL (default: build one)")
     parser.add_argument("--log", type=Path, default=SHARED / "logs" / "paste.log")
+    parser.add_argument(
+        "--records",
+        type=Path,
+        default=SHARED / "records.jsonl.gz",
+        help="what --postgres imports (the records --db holds)",
+    )
     parser.add_argument("--clients", default="1,8,32", help="concurrency levels, comma-separated")
     parser.add_argument("--requests", type=int, default=400, help="requests per level")
     parser.add_argument("--workers", default="1", help="server worker counts, comma-separated")
     parser.add_argument("--warmup", type=int, default=20)
+    parser.add_argument(
+        "--postgres",
+        action="store_true",
+        help="also run against a throw-away PostgreSQL holding the same records",
+    )
     args = parser.parse_args()
 
     db = args.db or ensure_db(HERE / "out")
+    server = None
+    databases = [db]
+    if args.postgres:
+        from tests import pg_server
+
+        server = pg_server.start()
+        pg_url = server.create_database("serve_bench")
+        import_into(pg_url, args.records)
+        databases.append(pg_url)
+    try:
+        for database in databases:
+            run_database(database, args)
+    finally:
+        if server is not None:
+            server.stop()
+
+
+def run_database(db: str, args: argparse.Namespace) -> None:
     body = args.log.read_bytes()
     levels = [int(n) for n in args.clients.split(",")]
     print(
@@ -151,7 +191,10 @@ def main() -> None:
         f"{args.requests} requests a level; {platform.machine()}, {os.cpu_count()} cores, "
         f"{time.strftime('%Y-%m-%d')}"
     )
-    print(f"database: {db}; load average before: {os.getloadavg()[0]:.1f} (other work slows it)")
+    shown = db.split("@")[-1]  # no password on the screen
+    print(
+        f"\ndatabase: {shown}; load average before: {os.getloadavg()[0]:.1f} (other work slows it)"
+    )
     for workers in (int(n) for n in args.workers.split(",")):
         log = HERE / "out" / f"bench-serve-{workers}.log"
         log.parent.mkdir(parents=True, exist_ok=True)
