@@ -150,6 +150,7 @@ class KnowledgeBase:
 
     def _pattern_sources(self) -> Iterator[PatternSource]:
         from kb.matcher import PatternSource
+        from kb.matcher.build import raising_function
 
         columns = [
             RECORDS.c.id,
@@ -160,6 +161,9 @@ class KnowledgeBase:
             RECORDS.c.error_code,
             RECORDS.c.file_path,
             RECORDS.c.line_number,
+            RECORDS.c.source_code,
+            RECORDS.c.source_code_start,
+            RECORDS.c.documentation,
         ]
         with self._connect() as conn:
             result = conn.execution_options(yield_per=2000).execute(
@@ -175,6 +179,13 @@ class KnowledgeBase:
                     error_code=row.error_code,
                     file_path=row.file_path or "",
                     line_number=row.line_number or 0,
+                    function=raising_function(
+                        file_path=row.file_path or "",
+                        line_number=row.line_number,
+                        source_code=row.source_code,
+                        source_start=row.source_code_start,
+                        documentation=row.documentation,
+                    ),
                 )
 
     def get_many(self, ids: Iterable[str]) -> dict[str, dict[str, Any]]:

@@ -116,7 +116,7 @@ def test_the_best_frame_in_the_records_file_names_the_evidence() -> None:
         ("vllm/config.py", 170),
     ]
     found = stack_evidence("vllm/config.py", 169, stack, CFG)
-    assert found == (Raiser.RECORD_FILE, CFG.frame_near, "frame:vllm/config.py:170")
+    assert found == (Raiser.RECORD_FILE, CFG.frame_near, "frame:vllm/config.py:170", 2)
     assert found.supports
 
 
@@ -250,6 +250,9 @@ class NoLookups:
     def file_records(self, frame: Frame) -> tuple[str, list[tuple[int, int]]] | None:
         return None
 
+    def file_functions(self, frame: Frame) -> dict[str, tuple[int, ...]]:
+        return {}
+
     def known_packages(self) -> frozenset[str]:
         return frozenset({"vllm", "numpy"})
 
@@ -354,7 +357,7 @@ def test_info_chatter_scores_lower_than_the_same_words_on_an_error_line() -> Non
 def test_a_near_miss_needs_more_similarity_without_a_class_on_the_line() -> None:
     scorer = Scorer(NoLookups())
     near = hit("Unknown KV cache group type 'x'")
-    similarity = (0.82, 0.82)  # between the two cut-offs
+    similarity = (0.82, 0.82, 1.0)  # between the two cut-offs, the whole template shown
     with_class = scorer.score_near_miss(RECORD, near, similarity, "ValueError", None, False)
     assert with_class is not None and with_class.method == "fuzzy"
     assert "error-class" in with_class.evidence

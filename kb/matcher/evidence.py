@@ -64,6 +64,12 @@ class ScoringConfig:
     frame_file: float = 0.3
     frame_file_lines: int = 40
     frame_far: float = 0.15
+    # ... in the same file and in the record's function, however far: another version of the
+    # library, whose lines moved (the function is what stays).
+    frame_function: float = 0.55
+    # A frame in the record's package, in a function of the record's function's name but in
+    # another file: the function moved to another module between versions.
+    moved_function: float = 0.35
     # The record's package in the traceback's paths, or named by a dotted exception class.
     package: float = 0.15
     # The pattern covers the whole message, not a piece of a longer one.
@@ -74,6 +80,10 @@ class ScoringConfig:
     class_conflict: float = 0.8
     # Raised inside another known library, the record's file nowhere in the traceback.
     foreign_library: float = 0.55
+    # Raised inside the record's own library, its frames shown down to the raise, and none of
+    # them in the record's file or function: another raise of the library said it (a
+    # same-worded message of another module, or one raised from compiled code).
+    other_module: float = 0.45
     # A generic pattern without a frame or package behind it stays below min_score.
     generic_cap: float = 0.45
     # Without a class or a frame: a message on an INFO/DEBUG (WARN) line is more likely
@@ -101,20 +111,26 @@ class ScoringConfig:
     raise_site_near: float = 0.42
     raise_site_step: float = 0.03  # less for each line further off
 
-    # -- near misses (reworded messages, found by rapidfuzz)
+    # -- near misses (reworded messages, found by rapidfuzz and by their words)
     # The base is this times the similarity: a near miss alone never looks certain.
     fuzzy_scale: float = 0.62
     fuzzy_class: float = 0.2  # the exception class agrees
+    # A message cut short shows only part of its template: the base loses this much of itself
+    # for all of the template unseen (a third seen keeps about 60 %).
+    fuzzy_unseen: float = 0.6
     fuzzy_max: float = 0.9  # a reworded message is never as sure as one that matched
     # Similarity (0-100) a near miss needs: below ~86 only the class on the line lifts it
     # over min_score, so a line without a class needs that much on its own.
     fuzzy_cutoff: float = 78.0
     fuzzy_classless_cutoff: float = 86.0
     # Templates rescored with their placeholders free (a wide shortlist by plain similarity,
-    # then the best few kept).
+    # another by bm25 over the words, then the best few kept).
     fuzzy_shortlist: int = 12
     fuzzy_shortlist_cutoff: float = 55.0
+    fuzzy_word_shortlist: int = 12
     fuzzy_kept: int = 5
+    # Alignments below this similarity (0-100) are not kept at all.
+    fuzzy_align_cutoff: float = 60.0
 
 
 DEFAULT_SCORING: Final = ScoringConfig()
@@ -137,7 +153,9 @@ class Raiser(Enum):
 
     NOT_SHOWN = "not-shown"  # no traceback, or nothing in it speaks for or against the record
     RECORD_FILE = "record-file"  # a frame in the record's file
+    RECORD_FUNCTION = "record-function"  # a frame in the record's function, moved to another file
     RECORD_PACKAGE = "record-package"  # a frame in the record's package
+    OTHER_MODULE = "other-module"  # the record's library raised it elsewhere (see other_module)
     USER_CODE = "user-code"  # the innermost frame is the user's own code
     FOREIGN_LIBRARY = "foreign-library"  # the innermost frame is in another library
 
@@ -148,6 +166,7 @@ class TracebackEvidence(NamedTuple):
     raiser: Raiser
     weight: float = 0.0  # for the noisy-OR; 0.0 unless the traceback points at the record
     label: str | None = None  # "frame:PATH:LINE" or "package:NAME" when it does
+    frame: int = -1  # which frame (innermost first) it rests on, if one
 
     @property
     def supports(self) -> bool:
@@ -291,30 +310,53 @@ def distance_weight(delta: int, config: ScoringConfig) -> float:
 
 
 def stack_evidence(
-    file_path: str, line_number: int, stack: Sequence[tuple[str, int]], config: ScoringConfig
+    file_path: str,
+    line_number: int,
+    stack: Sequence[tuple[str, int]],
+    config: ScoringConfig,
+    *,
+    function: str | None = None,
+    functions: Sequence[str | None] = (),
 ) -> TracebackEvidence | None:
-    """The best frame in the record's file (by distance_weight), else a frame in the record's
-    package (its filePath's top folder); None when no frame is either. `stack` holds each
-    frame's (path with `/` separators, line), innermost first; a path is in the file when it
-    is the filePath or ends with "/" + filePath."""
+    """The best frame in the record's file (by distance_weight, or frame_function when the
+    frame is in the record's `function`), else a frame of the record's package in a function
+    of that name (moved to another file), else a frame in the record's package (its
+    filePath's top folder); None when no frame is either. `stack` holds each frame's (path
+    with `/` separators, line), innermost first, `functions` their function names; a path is
+    in the file when it is the filePath or ends with "/" + filePath."""
     package = package_of_file(file_path)
     tail = "/" + file_path
     folder = "/" + package + "/"
     best = 0.0
     best_line = 0
+    best_frame = moved = -1
     package_seen = False
-    for path, line in stack:  # inline tests: this runs for every frame of every record
+    for i, (path, line) in enumerate(stack):  # inline tests: runs for every frame and record
+        same_function = function is not None and i < len(functions) and functions[i] == function
         if file_path and (path == file_path or path.endswith(tail)):
             weight = distance_weight(abs(line - line_number), config)
+            if same_function:
+                weight = max(weight, config.frame_function)
             if weight > best:
-                best, best_line = weight, line
+                best, best_line, best_frame = weight, line, i
         elif package and folder in "/" + path:
             package_seen = True
+            if same_function and moved < 0:
+                moved = i
     if best > 0.0:
-        return TracebackEvidence(Raiser.RECORD_FILE, best, f"frame:{file_path}:{best_line}")
+        label = f"frame:{file_path}:{best_line}"
+        return TracebackEvidence(Raiser.RECORD_FILE, best, label, best_frame)
+    if moved >= 0:
+        label = f"function:{package}:{function}"
+        return TracebackEvidence(Raiser.RECORD_FUNCTION, config.moved_function, label, moved)
     if package_seen:
         return TracebackEvidence(Raiser.RECORD_PACKAGE, config.package, f"package:{package}")
     return None
+
+
+def in_package(path: str, package: str) -> bool:
+    """Whether a frame's path (with `/` separators) is inside the package's folder."""
+    return bool(package) and f"/{package}/" in "/" + path
 
 
 def is_user_code(path: str, known_file: bool) -> bool:
@@ -380,6 +422,9 @@ class Candidate:
     method: str
     evidence: list[str]
     hit: Hit
+    # The traceback speaks against the record (another module of its library raised): a
+    # near miss naming the right raise site may yet be found.
+    doubted: bool = False
 
     @property
     def literal_chars(self) -> int:
@@ -393,6 +438,8 @@ class Lookups(Protocol):
 
     def file_records(self, frame: Frame) -> tuple[str, list[tuple[int, int]]] | None: ...
 
+    def file_functions(self, frame: Frame) -> Mapping[str, tuple[int, ...]]: ...
+
     def known_packages(self) -> frozenset[str]: ...
 
 
@@ -405,9 +452,38 @@ class Scorer:
         self.config = config
 
     def traceback_evidence(self, record: Record, tb: Traceback | None) -> TracebackEvidence:
+        """What the traceback says of `record`: a frame at its raise site, in its function or
+        file, in its package; or that the user's code, another library or another module of
+        its own library raised the error."""
         if tb is None or not tb.frames:
             return NOT_SHOWN
-        found = stack_evidence(record.file_path, record.line_number, tb.stack, self.config)
+        cfg = self.config
+        found = stack_evidence(
+            record.file_path,
+            record.line_number,
+            tb.stack,
+            cfg,
+            function=record.function,
+            functions=tb.functions,
+        )
+        if (
+            found is not None
+            and found.raiser is Raiser.RECORD_FUNCTION
+            and record.function in self.lookups.file_functions(tb.frames[found.frame].frame)
+        ):
+            # a function of that name still raises in the frame's own file: that file's
+            # records are the ones the frame points at, not this one, moved elsewhere
+            found = TracebackEvidence(
+                Raiser.RECORD_PACKAGE, cfg.package, f"package:{record.package}"
+            )
+        if found is not None and in_package(tb.stack[0][0], record.package):
+            # The library's own frames go down to the raise: they must show the record's raise
+            # site (its line, or its function) or the record is doubted: another raise of the
+            # library said this (a same-worded message of another module or function).
+            strong = found.raiser is Raiser.RECORD_FUNCTION or found.weight >= cfg.frame_near
+            knows_functions = record.function is not None and tb.functions[0] is not None
+            if found.raiser is Raiser.RECORD_PACKAGE or (not strong and knows_functions):
+                return TracebackEvidence(Raiser.OTHER_MODULE)
         if found is not None:
             return found
         innermost = tb.frames[0].frame  # asked about only now: most records stop above
@@ -450,10 +526,14 @@ class Scorer:
                     evidence.append(f"package:{record.package}")
                 conflict = conflict or named is Says.DISAGREES
         score = noisy_or(base, weights)
+        doubted = False
         if conflict:
             score *= cfg.class_conflict
         if raised.raiser is Raiser.FOREIGN_LIBRARY:
             score *= cfg.foreign_library
+        elif raised.raiser is Raiser.OTHER_MODULE:
+            score *= cfg.other_module
+            doubted = True
         nothing_but_words = on_line is not Says.AGREES and not raised.supports
         if nothing_but_words and hit.level not in cfg.error_levels:
             # Nothing says an exception happened here: an INFO line, or a message's words
@@ -475,7 +555,7 @@ class Scorer:
             and is_thin(pattern.literal_chars, hit.captures, cfg)
         ):
             score *= cfg.thin_factor  # nothing but the words, and they say little of the text
-        return Candidate(record, min(score, cfg.max_score), hit.method, evidence, hit)
+        return Candidate(record, min(score, cfg.max_score), hit.method, evidence, hit, doubted)
 
     def score_raise_site(
         self,
@@ -509,31 +589,35 @@ class Scorer:
         self,
         record: Record,
         hit: Hit,
-        similarity: tuple[float, float],
+        similarity: tuple[float, float, float],
         printed_class: str,
         tb: Traceback | None,
         builtin: bool,
     ) -> Candidate | None:
-        """A reworded message read as `record`. `similarity` is (plain, with placeholders
-        free to hold any value); `printed_class` the exception class on the line ("" if none);
+        """A reworded message read as `record`. `similarity` is (plain, with placeholders free
+        to hold any value, the share of the template the line shows: less than 1 when the
+        message was cut short); `printed_class` the exception class on the line ("" if none);
         `builtin` whether the line is a message Python raises everywhere."""
         cfg = self.config
-        plain, gap = similarity
-        # Placeholders count as free (gap) only where the exception class agrees: a class-less
-        # line must read almost the same as the template.
+        plain, gap, shown = similarity
         agrees = bool(record.error_class) and printed_class.rpartition(".")[2] == record.error_class
-        value = gap if agrees else plain
-        if value * 100 < (cfg.fuzzy_cutoff if printed_class else cfg.fuzzy_classless_cutoff):
-            return None
-        base = cfg.fuzzy_scale * value
-        weights: list[float] = []
-        evidence = [f"fuzzy:{value:.2f}"]
-        if agrees:
-            weights.append(cfg.fuzzy_class)
-            evidence.append("error-class")
         raised = self.traceback_evidence(record, tb)
         if raised.raiser is Raiser.USER_CODE or (builtin and not raised.supports):
             return None  # the user's own raise, or Python's message (see score_hit)
+        # Placeholders count as free (gap) only where other evidence agrees: a line with
+        # nothing but its words must read almost the same as the template.
+        value = gap if agrees or raised.supports else plain
+        said = printed_class or raised.supports
+        if value * 100 < (cfg.fuzzy_cutoff if said else cfg.fuzzy_classless_cutoff):
+            return None
+        base = cfg.fuzzy_scale * value * (1.0 - cfg.fuzzy_unseen * (1.0 - shown))
+        weights: list[float] = []
+        evidence = [f"fuzzy:{value:.2f}"]
+        if shown < 1.0:
+            evidence.append(f"cut:{shown:.2f}")
+        if agrees:
+            weights.append(cfg.fuzzy_class)
+            evidence.append("error-class")
         # (another library's code in the traceback does not discount a near miss)
         if raised.label is not None:
             weights.append(raised.weight)
@@ -541,4 +625,6 @@ class Scorer:
         score = noisy_or(base, weights)
         if printed_class and record.error_class and not agrees and not raised.supports:
             score *= cfg.class_conflict  # another class printed: likely another error
+        if raised.raiser is Raiser.OTHER_MODULE:
+            score *= cfg.other_module
         return Candidate(record, min(score, cfg.fuzzy_max), "fuzzy", evidence, hit)

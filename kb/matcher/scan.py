@@ -15,7 +15,16 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Final
 
 from kb import logtext
-from kb.logtext import LineBlock, exception_of, level_of, strip_prefix, unrepr_message
+from kb.logtext import (
+    LineBlock,
+    cut_message,
+    exception_of,
+    level_of,
+    raised_line,
+    repr_exception,
+    strip_prefix,
+    unrepr_message,
+)
 from kb.matcher.cache import (
     CODE,
     FRAME,
@@ -25,13 +34,15 @@ from kb.matcher.cache import (
     Pattern,
     normalize_template,
 )
-from kb.matcher.evidence import Candidate, Scorer, is_builtin_message
+from kb.matcher.evidence import Candidate, Scorer, is_builtin_message, package_of_path
 from kb.matcher.prefilter import BlockScan, Prefilter, lines_at
 from kb.matcher.rank import Matches, rank, to_match
 from kb.matcher.tracebacks import (
+    PYTHON_STYLES,
     SOURCE_LINE_RE,
     SeenFrame,
     Traceback,
+    function_name,
     group_tracebacks,
     is_quoted_source,
 )
@@ -55,8 +66,17 @@ FRAMES_BELOW: Final = 6
 FRAME_ONLY_NEAR: Final = 80
 # Near misses one match call may look up (distinct messages): each searches every template.
 MAX_NEAR_MISS_QUERIES: Final = 40
-# Pastes this short get every line tried as a near miss, not only error-looking ones.
+# Pastes this short get every line tried as a near miss, not only error-looking ones, and each
+# paragraph (a message hard-wrapped over lines) as one.
 SHORT_PASTE_LINES: Final = 40
+PARAGRAPH_MAX_LINES: Final = 8
+# Frames of a traceback (innermost first) whose files' records are aligned with its message,
+# and at most how many records they bring.
+FRAME_FILES: Final = 6
+FRAME_RECORDS: Final = 80
+# A function name raised in more places than this (`validate`, `forward`) says too little to
+# follow it into other modules.
+MOVED_RECORDS: Final = 40
 # pytest prints the raise site as "path.py:466: InvalidVersion": one regex pass over a block's
 # bytes finds them, since ".py:" alone is on every line of some logs ("[loggers.py:123]").
 PYTEST_LOC_RE: Final = re.compile(r"\.py:\d+: ")
@@ -126,7 +146,7 @@ class LogScan:
         self.claimed: set[int] = set()  # rows a match explains
         self.tracebacks_tried: set[int] = set()  # rows of tracebacks tried by raise site
         self.near_miss_rows: set[int] = set()  # rows tried as near misses
-        self.near_miss_found: dict[str, list[NearMiss]] = {}
+        self.near_miss_found: dict[tuple[str, bool, tuple[int, ...]], list[NearMiss]] = {}
         self.matches = Matches()
         # figures for the report
         self.lines_total = 0
@@ -216,7 +236,12 @@ class LogScan:
                 elif kind == FRAME:
                     self._note_frame(line_index)
                 elif row not in self.errors:
-                    exc = exception_of(strip_prefix(lines[line_index]))
+                    bare = strip_prefix(lines[line_index])
+                    exc = exception_of(bare)
+                    if exc is None and not bare[:1].isspace() and not SOURCE_LINE_RE.match(bare):
+                        # an exception's repr inside the line (not source code quoted in a
+                        # traceback, which is indented)
+                        exc = repr_exception(bare)
                     if exc is not None:
                         self.errors[row] = exc
                     if PYTEST_LOC_RE.search(lines[line_index]):
@@ -305,6 +330,13 @@ class LogScan:
             return
         tracebacks = group_tracebacks(self.frames, self.errors, self.window.line_at)
         by_exception = {t.exception_row: t for t in tracebacks if t.exception_row is not None}
+        for row, tb in by_exception.items():
+            if row not in self.errors and tb.style in PYTHON_STYLES:
+                # Python ends a traceback with "Class: message", whatever the class is called
+                line = self.window.line_at(row)
+                raised = raised_line(strip_prefix(line)) if line is not None else None
+                if raised is not None:
+                    self.errors[row] = raised
         ready_ids = {id(h) for h in ready}
         self.hits = [h for h in self.hits if id(h) not in ready_ids]
         errors_seen = [h for h in ready if not self._is_quoted_source(h)]
@@ -360,6 +392,14 @@ class LogScan:
                 candidates.extend(
                     self._raise_site_candidates(tb, self.errors.get(tb.exception_row))
                 )
+            sure = [c for c in candidates if c.method != "frame" and not c.doubted]
+            if max((c.score for c in sure), default=0.0) < self.min_score:
+                # the message matched, but not a record the traceback agrees with: a reworded
+                # message of the raise site the traceback shows may be the answer
+                row = tb.exception_row if tb is not None and tb.exception_row is not None else first
+                if row in self.errors and row not in self.near_miss_rows:
+                    self.near_miss_rows.add(row)
+                    candidates.extend(self._near_miss_candidates(row, self.errors[row], tb))
             self._emit(candidates)
         return used
 
@@ -379,7 +419,11 @@ class LogScan:
                 continue
             self.tracebacks_tried.update((row, inner))
             exception = self.errors.get(tb.exception_row) if tb.exception_row is not None else None
-            if self._emit(self._raise_site_candidates(tb, exception)):
+            candidates = self._raise_site_candidates(tb, exception)
+            if exception is not None and row not in self.near_miss_rows:
+                self.near_miss_rows.add(row)
+                candidates.extend(self._near_miss_candidates(row, exception, tb))
+            if self._emit(candidates):
                 self.claimed.add(row)
 
     def _is_quoted_source(self, hit: Hit) -> bool:
@@ -436,7 +480,7 @@ class LogScan:
         hit = best.hit
         if best.method == "frame" and self.matches.near(best.record.id, hit.line, FRAME_ONLY_NEAR):
             return False  # its message was matched nearby (printed before the traceback, say)
-        self.claimed.add(hit.first)
+        self.claimed.update(range(hit.first, hit.last + 1))
         text = hit.subject
         if best.method == "frame" and hit.line == hit.end_line and hit.subject == "":
             text = self.window.line_at(hit.first) or ""
@@ -450,8 +494,17 @@ class LogScan:
         done = {m.line for m in self.matches.found}
         errors = self.errors
         if upto is None and self.lines_total <= SHORT_PASTE_LINES:
-            # A short paste is about its errors: any line may be a message, even without a class.
+            # A short paste is about its errors: any line may be a message, even without a
+            # class, and a paragraph may be one message hard-wrapped over lines.
             errors = dict(errors)
+            for first, last, text in self._paragraphs():
+                rows = range(first, last + 1)
+                if first not in self.near_miss_rows and not self.claimed.intersection(rows):
+                    self.near_miss_rows.add(first)
+                    found = self._near_miss_candidates(first, ("", text), None, last=last)
+                    if self._emit(found):
+                        self.claimed.update(range(first, last + 1))
+                        done.add(self.window.line_nos[first - self.window.first_row])
             for line_index, line in enumerate(self.window.lines):
                 row = self.window.first_row + line_index
                 bare = strip_prefix(line)
@@ -470,41 +523,137 @@ class LogScan:
                 continue
             if self.window.line_nos[line_index] in done:
                 continue
-            printed_class, message = errors[row]
-            if printed_class.endswith("KeyError"):
-                message = unrepr_message(message) or message
-            query = normalize_template(message)
-            if len(query) < TEMPLATE_MIN_CHARS:
+            self._emit(self._near_miss_candidates(row, errors[row], by_exception.get(row)))
+
+    def _paragraphs(self) -> list[tuple[int, int, str]]:
+        """Runs of two or more non-blank lines of a short paste, each joined into one line (a
+        message hard-wrapped on word boundaries), without an introduction ending in ":"."""
+        out: list[tuple[int, int, str]] = []
+        run: list[int] = []
+        lines = self.window.lines
+        for line_index in range(len(lines) + 1):
+            line = strip_prefix(lines[line_index]) if line_index < len(lines) else ""
+            if line.strip() and not SOURCE_LINE_RE.match(line):
+                run.append(line_index)
                 continue
-            if query in self.near_miss_found:
-                found = self.near_miss_found[query]
-            elif self.near_miss_queries >= MAX_NEAR_MISS_QUERIES:
-                continue
-            else:
-                self.near_miss_queries += 1
-                found = self.near_misses().lookup(query, self.scorer.config)
-                self.near_miss_found[query] = found
-            if not found:
-                continue
-            tb = by_exception.get(row)
-            said = f"{printed_class}: {message}" if printed_class else message
-            builtin = is_builtin_message(said)
-            candidates: list[Candidate] = []
-            for near in found:
-                pattern = self.reader.pattern(near.pattern)
-                hit = self._line_hit(line_index, "fuzzy", pattern, pattern.records)
-                for rec_idx in pattern.records:
-                    cand = self.scorer.score_near_miss(
-                        self.reader.record(rec_idx),
-                        hit,
-                        (near.plain, near.gap),
-                        printed_class,
-                        tb,
-                        builtin,
-                    )
-                    if cand is not None:
-                        candidates.append(cand)
-            self._emit(candidates)
+            while run and strip_prefix(lines[run[0]]).rstrip().endswith(":"):
+                run.pop(0)  # "Copied from the report:", "Error:"
+            if 2 <= len(run) <= PARAGRAPH_MAX_LINES:
+                text = " ".join(strip_prefix(lines[k]).strip() for k in run)
+                first = self.window.first_row
+                out.append((first + run[0], first + run[-1], text))
+            run = []
+        return out
+
+    def _near_miss_candidates(
+        self,
+        row: int,
+        error: tuple[str, str],
+        tb: Traceback | None,
+        *,
+        last: int | None = None,
+    ) -> list[Candidate]:
+        """The records a reworded message on `row` (to `last`) may be: the templates closest
+        to it, and the records raised where its traceback's frames are."""
+        line_index = row - self.window.first_row
+        if not 0 <= line_index < len(self.window.lines):
+            return []
+        printed_class, message = error
+        if printed_class.endswith("KeyError"):
+            message = unrepr_message(message) or message
+        message, cut = cut_message(message)
+        query = normalize_template(message)
+        if len(query) < TEMPLATE_MIN_CHARS:
+            return []
+        frame_records = self._frame_records(tb)
+        key = (query, cut, tuple(frame_records))
+        if key in self.near_miss_found:
+            found = self.near_miss_found[key]
+        elif self.near_miss_queries >= MAX_NEAR_MISS_QUERIES:
+            return []
+        else:
+            self.near_miss_queries += 1
+            found = self.near_misses().lookup(
+                query, self.scorer.config, cut=cut, records=frame_records
+            )
+            self.near_miss_found[key] = found
+        if not found:
+            return []
+        said = f"{printed_class}: {message}" if printed_class else message
+        builtin = is_builtin_message(said)
+        hit = self._line_hit(line_index, "fuzzy", None, ())
+        if last is not None and last != row:
+            last_index = last - self.window.first_row
+            hit = Hit(
+                first=row,
+                last=last,
+                line=self.window.line_nos[line_index],
+                end_line=self.window.end_nos[last_index],
+                method="fuzzy",
+                pattern=None,
+                records=(),
+                subject=message,
+            )
+        candidates: list[Candidate] = []
+        self.reader.load_records(rec_idx for near in found for rec_idx in near.records)
+        for near in found:
+            for rec_idx in near.records:
+                cand = self.scorer.score_near_miss(
+                    self.reader.record(rec_idx),
+                    hit,
+                    (near.plain, near.gap, near.shown),
+                    printed_class,
+                    tb,
+                    builtin,
+                )
+                if cand is not None:
+                    candidates.append(cand)
+        return candidates
+
+    def _frame_records(self, tb: Traceback | None) -> list[int]:
+        """Records raised where the traceback's library frames are: in the frame's file, in
+        its function or near its line, or in a function of its name elsewhere in its package
+        (moved between versions). Their messages are aligned with the exception's even when
+        no shortlist has them."""
+        if tb is None or not tb.frames:
+            return []
+        near = self.scorer.config.frame_file_lines
+        out: dict[int, None] = {}
+        moved_tried = False
+        for seen in tb.frames[:FRAME_FILES]:
+            frame = seen.frame
+            function = function_name(frame.func)
+            found = self.reader.file_records(frame)
+            if found is not None:
+                _path, entries = found
+                self.reader.load_records(rec for _n, rec in entries)
+                for line_number, rec in entries:
+                    record = self.reader.record(rec)
+                    if abs(line_number - frame.line) <= near or (
+                        function is not None and record.function == function
+                    ):
+                        out[rec] = None
+            package = package_of_path(frame.norm_path)
+            if (
+                not moved_tried
+                and package is not None
+                and package in self.reader.known_packages()
+                and function is not None
+                and function.isidentifier()
+                and not function.endswith("__")
+            ):
+                # the innermost frame of a known library: its function may have moved to
+                # another module of the library since the version that printed this
+                moved_tried = True
+                moved = self.reader.function_records(function)
+                if len(moved) <= MOVED_RECORDS:
+                    self.reader.load_records(moved)
+                    for rec in moved:
+                        if self.reader.record(rec).package == package:
+                            out[rec] = None
+            if len(out) >= FRAME_RECORDS:
+                break
+        return list(out)[:FRAME_RECORDS]
 
     def _prune(self, upto: int) -> None:
         """Forget what no later hit can need: rows far above the oldest pending hit."""
