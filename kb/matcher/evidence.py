@@ -123,6 +123,25 @@ class ScoringConfig:
     # over min_score, so a line without a class needs that much on its own.
     fuzzy_cutoff: float = 78.0
     fuzzy_classless_cutoff: float = 86.0
+    # The cut-offs come down as the text that agrees grows from fuzzy_short_chars to
+    # fuzzy_long_chars: 80 characters of a specific message agreeing at 0.75 are no accident,
+    # 20 at 0.8 may be. The base grows with it by up to fuzzy_long_bonus.
+    fuzzy_long_cutoff: float = 72.0
+    fuzzy_classless_long_cutoff: float = 78.0
+    fuzzy_short_chars: int = 30
+    fuzzy_long_chars: int = 90
+    fuzzy_long_bonus: float = 0.1
+    # With a frame at the record's raise site (its line, or its function, also moved), the
+    # message need only resemble the template this much: the frame says where, the words which
+    # of the few raises there.
+    fuzzy_site_cutoff: float = 60.0
+    # A template found whole in the line, or the line whole in the template (a sentence added
+    # or dropped), counts as this much similarity when a frame is at the raise site, and as
+    # this much when only the class agrees (then the side found whole must be
+    # partial_min_chars long: a short message is inside many long templates).
+    partial_with_frame: float = 0.9
+    partial_with_class: float = 0.85
+    partial_min_chars: int = 30
     # Templates rescored with their placeholders free (a wide shortlist by plain similarity,
     # another by bm25 over the words, then the best few kept).
     fuzzy_shortlist: int = 12
@@ -138,6 +157,32 @@ DEFAULT_SCORING: Final = ScoringConfig()
 
 # --------------------------------------------------------------------------------------------
 # The rules: plain data in, one answer out
+
+
+class Alignment(NamedTuple):
+    """How a log line lines up with a message template (kb.matcher.fuzzy.align): similarity
+    with values counted as differences (plain) and with placeholders free to hold them (gap),
+    the share of the line the template explains and of the template found in the line (one
+    stays high when a sentence was added or dropped), and the share of the template the line
+    shows (less than 1 for a message cut short)."""
+
+    plain: float
+    gap: float
+    query_covered: float
+    template_covered: float
+    shown: float = 1.0
+    query_chars: int = 0  # the line's length, normalised
+    template_chars: int = 0  # the template's literal length (the part aligned, if cut)
+
+    @property
+    def partial(self) -> float:
+        """The better of the two coverages: how well one side is found in the other."""
+        return max(self.query_covered, self.template_covered)
+
+    @property
+    def rank(self) -> float:
+        """What orders near misses before they are scored (the cut ones by what they show)."""
+        return max(self.gap, self.partial * 0.85) * self.shown
 
 
 class Says(Enum):
@@ -589,36 +634,59 @@ class Scorer:
         self,
         record: Record,
         hit: Hit,
-        similarity: tuple[float, float, float],
+        aligned: Alignment,
         printed_class: str,
         tb: Traceback | None,
         builtin: bool,
     ) -> Candidate | None:
-        """A reworded message read as `record`. `similarity` is (plain, with placeholders free
-        to hold any value, the share of the template the line shows: less than 1 when the
-        message was cut short); `printed_class` the exception class on the line ("" if none);
+        """A reworded message read as `record`: `aligned` says how its text lines up with the
+        record's template; `printed_class` is the exception class on the line ("" if none);
         `builtin` whether the line is a message Python raises everywhere."""
         cfg = self.config
-        plain, gap, shown = similarity
         agrees = bool(record.error_class) and printed_class.rpartition(".")[2] == record.error_class
         raised = self.traceback_evidence(record, tb)
         if raised.raiser is Raiser.USER_CODE or (builtin and not raised.supports):
             return None  # the user's own raise, or Python's message (see score_hit)
         # Placeholders count as free (gap) only where other evidence agrees: a line with
-        # nothing but its words must read almost the same as the template.
-        value = gap if agrees or raised.supports else plain
-        said = printed_class or raised.supports
-        if value * 100 < (cfg.fuzzy_cutoff if said else cfg.fuzzy_classless_cutoff):
+        # nothing but its words must read almost the same as the template. Partial agreement
+        # (a sentence added or dropped) counts only with a frame at the raise site, or the class.
+        value = aligned.gap if agrees or raised.supports else aligned.plain
+        at_site = raised.raiser is Raiser.RECORD_FUNCTION or (
+            raised.raiser is Raiser.RECORD_FILE and raised.weight >= cfg.frame_near
+        )
+        if at_site:
+            value = max(value, cfg.partial_with_frame * aligned.partial)
+        elif agrees:
+            long_enough = [
+                covered
+                for covered, chars in (
+                    (aligned.query_covered, aligned.query_chars),
+                    (aligned.template_covered, aligned.template_chars),
+                )
+                if chars >= cfg.partial_min_chars
+            ]
+            value = max([value, *(cfg.partial_with_class * c for c in long_enough)])
+        agreeing = value * min(aligned.query_chars, aligned.template_chars)
+        span = max(1, cfg.fuzzy_long_chars - cfg.fuzzy_short_chars)
+        length = min(1.0, max(0.0, (agreeing - cfg.fuzzy_short_chars) / span))
+        if at_site:
+            cutoff = cfg.fuzzy_site_cutoff
+        elif printed_class or raised.supports:
+            cutoff = cfg.fuzzy_cutoff - (cfg.fuzzy_cutoff - cfg.fuzzy_long_cutoff) * length
+        else:
+            drop = cfg.fuzzy_classless_cutoff - cfg.fuzzy_classless_long_cutoff
+            cutoff = cfg.fuzzy_classless_cutoff - drop * length
+        if value * 100 < cutoff:
             return None
-        base = cfg.fuzzy_scale * value * (1.0 - cfg.fuzzy_unseen * (1.0 - shown))
+        scale = cfg.fuzzy_scale + cfg.fuzzy_long_bonus * length
+        base = scale * value * (1.0 - cfg.fuzzy_unseen * (1.0 - aligned.shown))
         weights: list[float] = []
         evidence = [f"fuzzy:{value:.2f}"]
-        if shown < 1.0:
-            evidence.append(f"cut:{shown:.2f}")
+        if aligned.shown < 1.0:
+            evidence.append(f"cut:{aligned.shown:.2f}")
         if agrees:
             weights.append(cfg.fuzzy_class)
             evidence.append("error-class")
-        # (another library's code in the traceback does not discount a near miss)
         if raised.label is not None:
             weights.append(raised.weight)
             evidence.append(raised.label)
@@ -627,4 +695,6 @@ class Scorer:
             score *= cfg.class_conflict  # another class printed: likely another error
         if raised.raiser is Raiser.OTHER_MODULE:
             score *= cfg.other_module
+        elif raised.raiser is Raiser.FOREIGN_LIBRARY:
+            score *= cfg.foreign_library
         return Candidate(record, min(score, cfg.fuzzy_max), "fuzzy", evidence, hit)

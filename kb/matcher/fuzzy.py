@@ -19,8 +19,8 @@ from typing import Final
 from rapidfuzz import fuzz, process
 from rapidfuzz.distance import Indel
 
-from kb.matcher.cache import CacheReader, normalize_template, words_of
-from kb.matcher.evidence import ScoringConfig
+from kb.matcher.cache import TEMPLATE_MIN_CHARS, CacheReader, normalize_template, words_of
+from kb.matcher.evidence import Alignment, ScoringConfig
 from kb.patterns import message_pieces
 
 GAP: Final = "\x00"  # stands for a placeholder in a template being aligned with a log line
@@ -32,18 +32,16 @@ BM25_B: Final = 0.75
 CUT_SHARES: Final = (0.75, 0.9, 1.0, 1.1, 1.25, 1.45)
 # ... where a placeholder stands for a value of about this many characters.
 GAP_VALUE_CHARS: Final = 10
+# For coverage, characters agree only in runs this long (a letter in common says nothing).
+MIN_RUN: Final = 3
 
 
 @dataclass(frozen=True, slots=True)
 class NearMiss:
-    """A template close to a log line: plain similarity (values count as differences), the
-    similarity with its placeholders free to hold any value, how much of the template the line
-    shows (less than 1 for a message cut short), and the records of the template."""
+    """A template close to a log line: how they line up, and the records of the template."""
 
-    plain: float
-    gap: float
+    alignment: Alignment
     records: tuple[int, ...]
-    shown: float = 1.0
 
 
 class NearMissSearch:
@@ -70,31 +68,25 @@ class NearMissSearch:
         "Unknown transport: amqps2. Did you mean amqps?" reads as "No such transport:
         {transport}.  Did you mean {alt}?" with two words changed once the placeholders are
         free, which plain similarity (the values count as differences) puts below the cutoff."""
-        shortlisted = self._shortlist(query, config, cut)
+        short = len(query) < TEMPLATE_MIN_CHARS  # only the named records are worth aligning
+        shortlisted = {} if short else self._shortlist(query, config, cut)
         self._reader.load_patterns(self._patterns[i] for i in shortlisted)
-        groups: dict[tuple[int, ...], float] = {}
-        for i, plain in shortlisted.items():
-            groups[self._reader.pattern(self._patterns[i]).records] = plain
+        groups: dict[tuple[int, ...], None] = {}
+        for i in shortlisted:
+            groups[self._reader.pattern(self._patterns[i]).records] = None
         for rec_idx in records:
             if not any(rec_idx in group for group in groups):
-                groups[(rec_idx,)] = 0.0
+                groups[(rec_idx,)] = None
         self._reader.load_records(group[0] for group in groups if group)
         scored: list[NearMiss] = []
-        for group, plain in groups.items():
+        for group in groups:
             if not group:
                 continue
             template = gap_template(self._reader.record(group[0]).error_message)
-            literal = template.replace(GAP, "")
-            if cut:
-                gap, shown = cut_similarity(template, query)
-                plain = gap if GAP not in template else cut_similarity(literal, query)[0]
-            else:
-                if not plain:
-                    plain = Indel.normalized_similarity(literal, query)
-                gap, shown = max(plain, gap_similarity(template, query)), 1.0
-            if gap * 100 >= config.fuzzy_align_cutoff:
-                scored.append(NearMiss(plain, gap, group, shown))
-        scored.sort(key=lambda near: (-near.gap * near.shown, -near.plain))
+            aligned = cut_alignment(template, query) if cut else align(template, query)
+            if max(aligned.gap, aligned.partial) * 100 >= config.fuzzy_align_cutoff:
+                scored.append(NearMiss(aligned, group))
+        scored.sort(key=lambda near: (-near.alignment.rank, -near.alignment.plain))
         named = set(records)  # the traceback's own records stay, however they rank
         kept = scored[: config.fuzzy_kept]
         return kept + [n for n in scored[config.fuzzy_kept :] if named & set(n.records)]
@@ -142,52 +134,66 @@ def gap_template(error_message: str) -> str:
     return normalize_template(text)
 
 
-def gap_similarity(template: str, query: str) -> float:
-    """Indel similarity of a log line to a template whose placeholders absorb any value.
+def align(template: str, query: str) -> Alignment:
+    """How a log line lines up with a template whose placeholders absorb any value.
 
-    Text inserted where the template has a placeholder costs nothing; everything else (words
-    changed, added or removed) costs as usual. At most half the line may be such free values,
-    so a template of mostly placeholders cannot claim an unrelated line."""
-    if GAP not in template or not query:
-        return 0.0
-    free = cost = 0
+    Similarity is Indel's (characters in common, in order): plain, with the values counted as
+    differences, and with text inserted where the template has a placeholder free. At most
+    half the line may be such free values, so a template of mostly placeholders cannot claim
+    an unrelated line, and values are free only where the template's own words are not
+    replaced too ("Process {x} died" is not "Process completed"). The coverages (how much of
+    each side the other explains) count characters agreeing in runs of MIN_RUN or more: a
+    letter in common says nothing of a sentence found whole in a longer text."""
+    literal = len(template) - template.count(GAP)
+    if not query or not literal:
+        return Alignment(0.0, 0.0, 0.0, 0.0)
+    cost = free = in_runs = 0
     for op in Indel.opcodes(template, query):
-        if op.tag == "equal":
-            continue
         i1, i2, j1, j2 = op.src_start, op.src_end, op.dest_start, op.dest_end
+        if op.tag == "equal":
+            if i2 - i1 >= MIN_RUN:
+                in_runs += i2 - i1
+            continue
         source = template[i1:i2]
-        # Free only where a value stands in for a placeholder, not where it also replaces
-        # the template's own words ("Process {x} died" is not "Process completed").
         at_gap = not source.replace(GAP, "").strip() and (
             GAP in source
             or (i1 > 0 and template[i1 - 1] == GAP)
             or (i2 < len(template) and template[i2] == GAP)
         )
-        cost += len(source.replace(GAP, ""))
+        cost += len(source) - source.count(GAP)
         if at_gap:
             free += j2 - j1
         else:
             cost += j2 - j1
-    if free * 2 > len(query):
-        return 0.0
-    total = len(template.replace(GAP, "")) + len(query) - free
-    return 1.0 - cost / total if total else 0.0
+    plain = Indel.normalized_similarity(template.replace(GAP, ""), query)
+    total = literal + len(query) - free
+    gap = plain
+    if GAP in template and free * 2 <= len(query) and total:
+        gap = max(plain, 1.0 - cost / total)
+    explained = (in_runs + min(free, len(query) // 2)) / len(query)
+    return Alignment(
+        plain=plain,
+        gap=gap,
+        query_covered=min(1.0, explained),
+        template_covered=in_runs / literal,
+        query_chars=len(query),
+        template_chars=literal,
+    )
 
 
-def cut_similarity(template: str, query: str) -> tuple[float, float]:
-    """How well a message cut short reads as the start of a template: the best similarity of
-    the line to a first part of the template (placeholders free), and the share of the
-    template that part is. The rest of the template is simply not shown, so it costs
-    nothing; the share says how much the similarity rests on."""
+def cut_alignment(template: str, query: str) -> Alignment:
+    """How a message cut short lines up with the start of a template: the best alignment with
+    a first part of it (the rest is simply not shown, so it costs nothing), with the share of
+    the template that part is."""
     if not query or not template:
-        return 0.0, 0.0
+        return Alignment(0.0, 0.0, 0.0, 0.0)
     # each place in the template, as a length in the line (a placeholder's value is longer)
     lengths: list[int] = []
     run = 0
     for char in template:
         run += GAP_VALUE_CHARS if char == GAP else 1
         lengths.append(run)
-    best = (0.0, 0.0)
+    best = Alignment(0.0, 0.0, 0.0, 0.0)
     seen: set[int] = set()
     for share in CUT_SHARES:
         want = len(query) * share
@@ -195,10 +201,8 @@ def cut_similarity(template: str, query: str) -> tuple[float, float]:
         if end in seen:
             continue
         seen.add(end)
-        part = template[:end]
-        similarity = (
-            gap_similarity(part, query) if GAP in part else Indel.normalized_similarity(part, query)
-        )
-        if similarity > best[0]:
-            best = (similarity, min(1.0, lengths[end - 1] / max(1, lengths[-1])))
+        aligned = align(template[:end], query)
+        if aligned.gap > best.gap:
+            shown = min(1.0, lengths[end - 1] / max(1, lengths[-1]))
+            best = aligned._replace(shown=shown, template_covered=0.0)  # the rest is unseen
     return best

@@ -46,7 +46,7 @@ from kb.matcher.tracebacks import (
     group_tracebacks,
     is_quoted_source,
 )
-from kb.matcher.verify import Hit, Verifier, has_code, subjects
+from kb.matcher.verify import VALUE_STOP_RE, Hit, Verifier, has_code, subjects
 
 if TYPE_CHECKING:
     from kb.matcher.fuzzy import NearMiss, NearMissSearch
@@ -70,6 +70,11 @@ MAX_NEAR_MISS_QUERIES: Final = 40
 # paragraph (a message hard-wrapped over lines) as one.
 SHORT_PASTE_LINES: Final = 40
 PARAGRAPH_MAX_LINES: Final = 8
+# A message may run on below its exception line over this many lines.
+MAX_MESSAGE_LINES: Final = 12
+# A message shorter than TEMPLATE_MIN_CHARS is aligned only with the records its traceback
+# points at, and not at all below this.
+SHORT_QUERY_CHARS: Final = 8
 # Frames of a traceback (innermost first) whose files' records are aligned with its message,
 # and at most how many records they bring.
 FRAME_FILES: Final = 6
@@ -490,28 +495,38 @@ class LogScan:
     # ---- near misses ----------------------------------------------------------------------
 
     def _near_miss_pass(self, upto: int | None, by_exception: dict[int, Traceback]) -> None:
-        """Exception lines no record explains, read as reworded messages."""
+        """Exception lines no record explains, read as reworded messages; in a short paste,
+        then its paragraphs and its other lines too (it is about its errors: any line may be
+        a message, even without a class, and a paragraph one message hard-wrapped)."""
+        self._try_near_misses(self.errors, upto, by_exception)
+        if upto is not None or self.lines_total > SHORT_PASTE_LINES:
+            return
+        for first, last, text in self._paragraphs():
+            rows = range(first, last + 1)
+            if first in self.near_miss_rows or self.claimed.intersection(rows):
+                continue
+            if any(row in self.frames for row in rows):
+                continue
+            self.near_miss_rows.add(first)
+            if self._emit(self._near_miss_candidates(first, ("", text), None, last=last)):
+                self.claimed.update(rows)
+        lines: dict[int, tuple[str, str]] = {}
+        for line_index, line in enumerate(self.window.lines):
+            row = self.window.first_row + line_index
+            bare = strip_prefix(line)
+            if row in self.errors or len(bare) < TEMPLATE_MIN_CHARS or bare[:1].isspace():
+                continue
+            if not SOURCE_LINE_RE.match(bare) and row not in self.frames:
+                lines[row] = ("", bare)
+        self._try_near_misses(lines, upto, by_exception)
+
+    def _try_near_misses(
+        self,
+        errors: dict[int, tuple[str, str]],
+        upto: int | None,
+        by_exception: dict[int, Traceback],
+    ) -> None:
         done = {m.line for m in self.matches.found}
-        errors = self.errors
-        if upto is None and self.lines_total <= SHORT_PASTE_LINES:
-            # A short paste is about its errors: any line may be a message, even without a
-            # class, and a paragraph may be one message hard-wrapped over lines.
-            errors = dict(errors)
-            for first, last, text in self._paragraphs():
-                rows = range(first, last + 1)
-                if first not in self.near_miss_rows and not self.claimed.intersection(rows):
-                    self.near_miss_rows.add(first)
-                    found = self._near_miss_candidates(first, ("", text), None, last=last)
-                    if self._emit(found):
-                        self.claimed.update(range(first, last + 1))
-                        done.add(self.window.line_nos[first - self.window.first_row])
-            for line_index, line in enumerate(self.window.lines):
-                row = self.window.first_row + line_index
-                bare = strip_prefix(line)
-                if row in errors or len(bare) < TEMPLATE_MIN_CHARS or bare[:1].isspace():
-                    continue
-                if not SOURCE_LINE_RE.match(bare):
-                    errors[row] = ("", bare)
         for row in sorted(errors):
             if upto is not None and row >= upto:
                 break
@@ -561,11 +576,24 @@ class LogScan:
         printed_class, message = error
         if printed_class.endswith("KeyError"):
             message = unrepr_message(message) or message
+        if (
+            last is None
+            and printed_class
+            and not strip_prefix(self.window.lines[line_index])[:1].isspace()
+        ):
+            # a message of several lines runs on below its exception line (an indented one is
+            # source code or a docstring quoted in a report)
+            more, end = self._continuation(line_index)
+            if more:
+                message = message + "\n" + more
+                last = row + (end - line_index)
         message, cut = cut_message(message)
         query = normalize_template(message)
-        if len(query) < TEMPLATE_MIN_CHARS:
-            return []
         frame_records = self._frame_records(tb)
+        if len(query) < TEMPLATE_MIN_CHARS and (
+            not frame_records or len(query) < SHORT_QUERY_CHARS
+        ):
+            return []
         key = (query, cut, tuple(frame_records))
         if key in self.near_miss_found:
             found = self.near_miss_found[key]
@@ -601,7 +629,7 @@ class LogScan:
                 cand = self.scorer.score_near_miss(
                     self.reader.record(rec_idx),
                     hit,
-                    (near.plain, near.gap, near.shown),
+                    near.alignment,
                     printed_class,
                     tb,
                     builtin,
@@ -609,6 +637,35 @@ class LogScan:
                 if cand is not None:
                     candidates.append(cand)
         return candidates
+
+    def _continuation(self, line_index: int) -> tuple[str, int]:
+        """The lines below an exception line that carry its message on (a message of several
+        lines), joined, and the index of the last; ("", line_index) when none does. They have
+        no log prefix of their own (or the exception line's very prefix), are not blank, and
+        are no frame, exception line or new traceback."""
+        lines = self.window.lines
+        line = lines[line_index]
+        prefix = line[: len(line) - len(strip_prefix(line))]
+        end = line_index
+        more: list[str] = []
+        while end + 1 < len(lines) and end - line_index < MAX_MESSAGE_LINES:
+            following = lines[end + 1]
+            if prefix and following.startswith(prefix):
+                body = following[len(prefix) :]
+            elif strip_prefix(following) != following or VALUE_STOP_RE.match(following):
+                break
+            else:
+                body = following
+            if (
+                not body.strip()
+                or VALUE_STOP_RE.match(body)
+                or exception_of(body.strip()) is not None
+                or logtext.parse_frame(body) is not None
+            ):
+                break
+            more.append(body)
+            end += 1
+        return "\n".join(more), end
 
     def _frame_records(self, tb: Traceback | None) -> list[int]:
         """Records raised where the traceback's library frames are: in the frame's file, in
