@@ -11,6 +11,7 @@ from kb.logtext import Frame
 from kb.matcher.cache import Pattern, Record
 from kb.matcher.evidence import (
     DEFAULT_SCORING,
+    Alignment,
     Raiser,
     Says,
     Scorer,
@@ -357,7 +358,8 @@ def test_info_chatter_scores_lower_than_the_same_words_on_an_error_line() -> Non
 def test_a_near_miss_needs_more_similarity_without_a_class_on_the_line() -> None:
     scorer = Scorer(NoLookups())
     near = hit("Unknown KV cache group type 'x'")
-    similarity = (0.82, 0.82, 1.0)  # between the two cut-offs, the whole template shown
+    # between the two cut-offs, a short message (the cut-offs come down for long ones)
+    similarity = Alignment(0.82, 0.82, 0.82, 0.82, query_chars=28, template_chars=30)
     with_class = scorer.score_near_miss(RECORD, near, similarity, "ValueError", None, False)
     assert with_class is not None and with_class.method == "fuzzy"
     assert "error-class" in with_class.evidence
