@@ -86,6 +86,11 @@ class ScoringConfig:
     other_module: float = 0.45
     # A generic pattern without a frame or package behind it stays below min_score.
     generic_cap: float = 0.45
+    # A template with less literal text than this is one common phrase ("{func} not
+    # implemented", "{0} is not supported", "Permission denied"): alone, without a class, a
+    # frame or its package, it is capped at generic_cap; and a specific template reading the
+    # same text (a near miss too) ranks above it.
+    phrase_literal_chars: int = 24
     # Without a class or a frame: a message on an INFO/DEBUG (WARN) line is more likely
     # chatter quoting it than the error, and so is one inside a longer sentence...
     level_factors: Mapping[str, float] = field(
@@ -116,8 +121,9 @@ class ScoringConfig:
     fuzzy_scale: float = 0.62
     fuzzy_class: float = 0.2  # the exception class agrees
     # A message cut short shows only part of its template: the base loses this much of itself
-    # for all of the template unseen (a third seen keeps about 60 %).
-    fuzzy_unseen: float = 0.6
+    # for all of the template unseen (a third seen keeps about 83 %). Little: what is shown
+    # agrees, and how much agrees already weighs (the cut-offs and fuzzy_long_bonus).
+    fuzzy_unseen: float = 0.25
     fuzzy_max: float = 0.9  # a reworded message is never as sure as one that matched
     # Similarity (0-100) a near miss needs: below ~86 only the class on the line lifts it
     # over min_score, so a line without a class needs that much on its own.
@@ -226,7 +232,10 @@ LIB_PATH_RE: Final = re.compile(
     r"|lib[/\\]python\d[\d.]*|vendor|\.m2|gems)[/\\]|^<frozen |^<(?:string|stdin)>"
 )
 PACKAGE_RE: Final = re.compile(r"(?:site-packages|dist-packages|node_modules)[/\\]([\w.\-]+)")
-CLASS_SEARCH_CHARS: Final = 4096  # how far into a line a dotted exception class is looked for
+CLASS_SEARCH_CHARS: Final = 4096
+# A record's class named anywhere on the line agrees when the name is this long ("ValueError"
+# in `exc_type=ValueError`; "Error" alone is any word).
+CLASS_WORD_CHARS: Final = 8  # how far into a line a dotted exception class is looked for
 DOTTED_CLASS_RE: Final = re.compile(r"(?:^|\s)([a-z_]\w*(?:\.\w+)*)\.[A-Z]\w*:(?: |$)")
 # Messages CPython itself raises everywhere (operators, indexing, imports, calls, json, OS
 # errors). A library record with the same words cannot be told from Python's own error without
@@ -310,6 +319,13 @@ def class_on_line(subject: str, error_class: str | None) -> Says:
     if exc is None:
         if error_class and (subject.startswith(error_class + ":") or f".{error_class}:" in subject):
             return Says.AGREES
+        if (
+            error_class
+            and len(error_class) >= CLASS_WORD_CHARS
+            and error_class in subject
+            and re.search(rf"(?<![\w.]){re.escape(error_class)}(?!\w)", subject)
+        ):
+            return Says.AGREES  # named elsewhere: `exc_type=ValueError error="..."` (logfmt)
         return Says.NOTHING
     if not error_class:
         return Says.NOTHING
@@ -470,6 +486,17 @@ class Candidate:
     # The traceback speaks against the record (another module of its library raised): a
     # near miss naming the right raise site may yet be found.
     doubted: bool = False
+    # A template of one common phrase or mostly placeholders (phrase_literal_chars): never
+    # ranked above a specific template that reads the same text.
+    phrase: bool = False
+    # How many characters of the line agree with the template (a near miss's similarity times
+    # the shorter side's length).
+    agreeing: float = 0.0
+
+    @property
+    def unsupported(self) -> bool:
+        """Whether nothing but the words (and the class) speaks for it: no frame, no package."""
+        return not any(e.startswith(("frame:", "function:", "package:")) for e in self.evidence)
 
     @property
     def literal_chars(self) -> int:
@@ -594,13 +621,20 @@ class Scorer:
             return None  # Python's own message: without a frame, no library can claim it
         if pattern is not None and pattern.generic and not raised.supports:
             score = min(score, cfg.generic_cap)
+        phrase = pattern is not None and pattern.literal_chars < cfg.phrase_literal_chars
+        if phrase and nothing_but_words and "package:" not in evidence[-1]:
+            # one common phrase ("{x} not implemented", "Connection refused") and nothing
+            # beyond its words: not reported (chatter quotes such phrases all the time)
+            score = min(score, cfg.generic_cap)
         if (
             pattern is not None
             and nothing_but_words
             and is_thin(pattern.literal_chars, hit.captures, cfg)
         ):
             score *= cfg.thin_factor  # nothing but the words, and they say little of the text
-        return Candidate(record, min(score, cfg.max_score), hit.method, evidence, hit, doubted)
+        return Candidate(
+            record, min(score, cfg.max_score), hit.method, evidence, hit, doubted, phrase
+        )
 
     def score_raise_site(
         self,
@@ -697,4 +731,13 @@ class Scorer:
             score *= cfg.other_module
         elif raised.raiser is Raiser.FOREIGN_LIBRARY:
             score *= cfg.foreign_library
-        return Candidate(record, min(score, cfg.fuzzy_max), "fuzzy", evidence, hit)
+        phrase = aligned.template_chars < cfg.phrase_literal_chars
+        return Candidate(
+            record,
+            min(score, cfg.fuzzy_max),
+            "fuzzy",
+            evidence,
+            hit,
+            phrase=phrase,
+            agreeing=agreeing,
+        )

@@ -97,12 +97,14 @@ class MatchReport:
 
 
 def rank(candidates: Sequence[Candidate]) -> list[Candidate]:
-    """Each record once (its best reading), best first: by score, then the more specific
-    pattern, then the record's place in the cache (stable across runs)."""
+    """Each record once (its best reading: a pattern's over a near miss's), best first: by
+    score, then the more specific pattern, then the record's place in the cache (stable
+    across runs)."""
     best_by_id: dict[str, Candidate] = {}
     for cand in candidates:
         old = best_by_id.get(cand.record.id)
-        if old is None or cand.score > old.score:
+        # its words matched exactly: that reading of a record stands over a near miss of it
+        if old is None or (cand.method != "fuzzy", cand.score) > (old.method != "fuzzy", old.score):
             best_by_id[cand.record.id] = cand
     return sorted(best_by_id.values(), key=lambda c: (-c.score, -c.literal_chars, c.record.idx))
 

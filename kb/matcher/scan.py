@@ -70,6 +70,11 @@ MAX_NEAR_MISS_QUERIES: Final = 40
 # paragraph (a message hard-wrapped over lines) as one.
 SHORT_PASTE_LINES: Final = 40
 PARAGRAPH_MAX_LINES: Final = 8
+# A phrase template's score next to a specific one reading the same text: just below it.
+PHRASE_BELOW: Final = 0.99
+# A near miss reads a line better than the phrase that matched it when this many times as
+# much of its text agrees with the line.
+PHRASE_MARGIN: Final = 2.0
 # A message may run on below its exception line over this many lines.
 MAX_MESSAGE_LINES: Final = 12
 # A message shorter than TEMPLATE_MIN_CHARS is aligned only with the records its traceback
@@ -397,14 +402,24 @@ class LogScan:
                 candidates.extend(
                     self._raise_site_candidates(tb, self.errors.get(tb.exception_row))
                 )
-            sure = [c for c in candidates if c.method != "frame" and not c.doubted]
+            sure = [
+                c
+                for c in candidates
+                if c.method != "frame" and not c.doubted and not (c.phrase and c.unsupported)
+            ]
             if max((c.score for c in sure), default=0.0) < self.min_score:
                 # the message matched, but not a record the traceback agrees with: a reworded
                 # message of the raise site the traceback shows may be the answer
                 row = tb.exception_row if tb is not None and tb.exception_row is not None else first
                 if row in self.errors and row not in self.near_miss_rows:
                     self.near_miss_rows.add(row)
-                    candidates.extend(self._near_miss_candidates(row, self.errors[row], tb))
+                    near = self._near_miss_candidates(row, self.errors[row], tb)
+                    phrase = max((c.literal_chars for c in candidates if c.phrase), default=0)
+                    if phrase:
+                        # a phrase read it: only a template that agrees with much more of the
+                        # text may read it better
+                        near = [c for c in near if c.agreeing >= PHRASE_MARGIN * phrase]
+                    candidates.extend(near)
             self._emit(candidates)
         return used
 
@@ -476,6 +491,13 @@ class LogScan:
 
     def _emit(self, candidates: list[Candidate]) -> bool:
         """Turn the best candidate for one place in the log into a Match, if it scores enough."""
+        specific = [c for c in candidates if not c.phrase and c.method in ("pattern", "fuzzy")]
+        best = max(specific, key=lambda c: c.score, default=None)
+        if best is not None and best.score >= self.min_score:
+            # a phrase never outranks a specific template reading the same text
+            for c in candidates:
+                if c.phrase and c.score >= best.score and c.record.id != best.record.id:
+                    c.score = best.score * PHRASE_BELOW
         ranked = rank(candidates)
         if not ranked:
             return False
