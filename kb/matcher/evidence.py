@@ -115,6 +115,10 @@ class ScoringConfig:
     # ... a few lines off, below it unless the exception class agrees.
     raise_site_near: float = 0.42
     raise_site_step: float = 0.03  # less for each line further off
+    # ... and this much of itself when the exception's message was read and is nothing like
+    # the record's (the drift set's variable messages: a neighbouring raise of the function
+    # claimed "Your setup doesn't support bf16/gpu" at 0.565).
+    message_disagrees: float = 0.6
 
     # -- near misses (reworded messages, found by rapidfuzz and by their words)
     # The base is this times the similarity: a near miss alone never looks certain.

@@ -17,6 +17,8 @@ from kb.logtext import strip_prefix
 from kb.matcher.evidence import Candidate
 from kb.text import clip
 
+# Readings of a record by its exact words, which stand over a near miss of it.
+EXACT: Final = frozenset({"pattern", "code"})
 # A message is clipped to this in Match.text (the transformers model list runs to 20 KB).
 TEXT_MAX_CHARS: Final = 2000
 # Scores this close are a tie: nothing in the log tells the records apart.
@@ -104,7 +106,7 @@ def rank(candidates: Sequence[Candidate]) -> list[Candidate]:
     for cand in candidates:
         old = best_by_id.get(cand.record.id)
         # its words matched exactly: that reading of a record stands over a near miss of it
-        if old is None or (cand.method != "fuzzy", cand.score) > (old.method != "fuzzy", old.score):
+        if old is None or (cand.method in EXACT, cand.score) > (old.method in EXACT, old.score):
             best_by_id[cand.record.id] = cand
     return sorted(best_by_id.values(), key=lambda c: (-c.score, -c.literal_chars, c.record.idx))
 

@@ -156,6 +156,8 @@ class LogScan:
         self.claimed: set[int] = set()  # rows a match explains
         self.tracebacks_tried: set[int] = set()  # rows of tracebacks tried by raise site
         self.near_miss_rows: set[int] = set()  # rows tried as near misses
+        # the records the last near-miss look-up aligned well enough (None: none was made)
+        self.aligned: set[int] | None = None
         self.near_miss_found: dict[tuple[str, bool, tuple[int, ...]], list[NearMiss]] = {}
         self.matches = Matches()
         # figures for the report
@@ -418,7 +420,11 @@ class LogScan:
                     if phrase:
                         # a phrase read it: only a template that agrees with much more of the
                         # text may read it better
-                        near = [c for c in near if c.agreeing >= PHRASE_MARGIN * phrase]
+                        near = [
+                            c
+                            for c in near
+                            if not c.unsupported or c.agreeing >= PHRASE_MARGIN * phrase
+                        ]
                     candidates.extend(near)
             self._emit(candidates)
         return used
@@ -442,9 +448,23 @@ class LogScan:
             candidates = self._raise_site_candidates(tb, exception)
             if exception is not None and row not in self.near_miss_rows:
                 self.near_miss_rows.add(row)
-                candidates.extend(self._near_miss_candidates(row, exception, tb))
+                self.aligned = None
+                near = self._near_miss_candidates(row, exception, tb)
+                aligned = self._last_aligned()
+                if aligned is not None:
+                    # the message was read, and it is not the raise site's: a frame alone
+                    # is for a message cut off or missing, not for one that says otherwise
+                    factor = self.scorer.config.message_disagrees
+                    for cand in candidates:
+                        if cand.record.idx not in aligned:
+                            cand.score *= factor
+                candidates.extend(near)
             if self._emit(candidates):
                 self.claimed.add(row)
+
+    def _last_aligned(self) -> set[int] | None:
+        """The records the last near-miss look-up aligned (None when it made none)."""
+        return self.aligned
 
     def _is_quoted_source(self, hit: Hit) -> bool:
         line = self.window.line_at(hit.first)
@@ -627,6 +647,7 @@ class LogScan:
                 query, self.scorer.config, cut=cut, records=frame_records
             )
             self.near_miss_found[key] = found
+        self.aligned = {rec for near in found for rec in near.records}
         if not found:
             return []
         said = f"{printed_class}: {message}" if printed_class else message
