@@ -9,7 +9,7 @@ matches of one log, best first.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -19,6 +19,11 @@ from kb.text import clip
 
 # Readings of a record by its exact words, which stand over a near miss of it.
 EXACT: Final = frozenset({"pattern", "code"})
+# Unmatched lines get `kb search` suggestions, each search a few milliseconds to tens of them:
+# the first this many only (a log with thousands of error lines runs no more searches).
+MAX_SUGGESTED: Final = 5
+# An unmatched line is searched by at most this many of its words.
+MAX_QUERY_WORDS: Final = 16
 # A message is clipped to this in Match.text (the transformers model list runs to 20 KB).
 TEXT_MAX_CHARS: Final = 2000
 # Scores this close are a tie: nothing in the log tells the records apart.
@@ -89,13 +94,63 @@ class Match:
 
 @dataclass
 class MatchReport:
-    """Matches best first (the JSON contract); `in_log_order()` for reading."""
+    """Matches best first (the JSON contract); `in_log_order()` for reading. `unmatched`
+    lists, in log order, the error-looking lines no record explains."""
 
     matches: list[Match]
     stats: dict[str, Any]
+    unmatched: list[Unmatched] = field(default_factory=list)
 
     def in_log_order(self) -> list[Match]:
         return sorted(self.matches, key=lambda m: m.log_order)
+
+    def add_suggestions(
+        self, search: Callable[[str, int], Sequence[Mapping[str, Any]]], limit: int = 3
+    ) -> None:
+        """Fill in `kb search` hits for the first MAX_SUGGESTED unmatched lines: `search`
+        takes words and a limit and returns results with "id", "score" and "errorMessage"."""
+        for entry in self.unmatched[:MAX_SUGGESTED]:
+            words = entry.query()
+            if not words or entry.suggestions:
+                continue
+            entry.suggestions = [
+                {
+                    "id": r["id"],
+                    "score": round(float(r["score"]), 3),
+                    "errorMessage": r["errorMessage"],
+                }
+                for r in search(words, limit)
+            ]
+
+
+@dataclass
+class Unmatched:
+    """An error-looking line no record explains: an exception line (its class, and the
+    innermost library frame of its traceback), or an ERROR / FATAL line; `suggestions` are the
+    records `kb search` finds for its words. Identical lines are one entry."""
+
+    line: int
+    text: str
+    error_class: str | None = None
+    frame: str | None = None
+    message: str = ""
+    occurrences: int = 1
+    suggestions: list[dict[str, Any]] = field(default_factory=list)
+
+    def query(self) -> str:
+        """The words to search by: the message, else the line; at most MAX_QUERY_WORDS."""
+        words = (self.message or self.text).split()
+        return " ".join(words[:MAX_QUERY_WORDS])
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "line": self.line,
+            "text": self.text,
+            "error_class": self.error_class,
+            "frame": self.frame,
+            "occurrences": self.occurrences,
+            "suggestions": list(self.suggestions),
+        }
 
 
 def rank(candidates: Sequence[Candidate]) -> list[Candidate]:

@@ -36,8 +36,9 @@ from kb.matcher.cache import (
 )
 from kb.matcher.evidence import Candidate, Scorer, is_builtin_message, package_of_path
 from kb.matcher.prefilter import BlockScan, Prefilter, lines_at
-from kb.matcher.rank import Matches, rank, to_match
+from kb.matcher.rank import Matches, Unmatched, rank, to_match
 from kb.matcher.tracebacks import (
+    CODE_LINE_RE,
     PYTHON_STYLES,
     SOURCE_LINE_RE,
     SeenFrame,
@@ -47,6 +48,7 @@ from kb.matcher.tracebacks import (
     is_quoted_source,
 )
 from kb.matcher.verify import VALUE_STOP_RE, Hit, Verifier, has_code, subjects
+from kb.text import clip
 
 if TYPE_CHECKING:
     from kb.matcher.fuzzy import NearMiss, NearMissSearch
@@ -70,6 +72,26 @@ MAX_NEAR_MISS_QUERIES: Final = 40
 # paragraph (a message hard-wrapped over lines) as one.
 SHORT_PASTE_LINES: Final = 40
 PARAGRAPH_MAX_LINES: Final = 8
+# Distinct unmatched lines reported at most (the rest of a noisy log's are left out).
+MAX_UNMATCHED: Final = 50
+UNMATCHED_TEXT_CHARS: Final = 300
+# Rows above a traceback's first frame that belong to it: its header, and the log line that
+# announced it ("ERROR job failed").
+TRACEBACK_HEAD_ROWS: Final = 2
+# A traceback without its exception line is one error with a match this close below it.
+FRAMELESS_REACH: Final = 60
+# "During handling of the above exception" / "The above exception was the direct cause": the
+# next traceback follows from this one (looked for this few rows under its exception).
+CHAIN_ROWS: Final = 4
+CHAIN_RE: Final = re.compile(r"During handling of the above exception|The above exception was")
+# Where a message was cut short, anywhere in a line (a summary line joined with the next).
+ELLIPSIS_RE: Final = re.compile(r"\.\.\.|…")
+# Lines of a traceback's own text, never an error of their own.
+TRACEBACK_TEXT_RE: Final = re.compile(
+    r"(?:Traceback \(most recent call last\)|During handling of|The above exception)"
+)
+# A path inside installed code, and its part from the package folder on.
+INSTALLED_RE: Final = re.compile(r"(?:site-packages|dist-packages|node_modules)/(.+)$")
 # A phrase template's score next to a specific one reading the same text: just below it.
 PHRASE_BELOW: Final = 0.99
 # A near miss reads a line better than the phrase that matched it when this many times as
@@ -156,6 +178,11 @@ class LogScan:
         self.claimed: set[int] = set()  # rows a match explains
         self.tracebacks_tried: set[int] = set()  # rows of tracebacks tried by raise site
         self.near_miss_rows: set[int] = set()  # rows tried as near misses
+        self.level_rows: set[int] = set()  # ERROR / FATAL lines that name no exception class
+        self.explained: set[int] = set()  # rows a match was reported on
+        self.unmatched: list[Unmatched] = []  # in log order
+        self.unmatched_by_key: dict[tuple[str | None, str], Unmatched] = {}
+        self.unmatched_from = 0  # rows above this are settled and looked at
         # the records the last near-miss look-up aligned well enough (None: none was made)
         self.aligned: set[int] | None = None
         self.near_miss_found: dict[tuple[str, bool, tuple[int, ...]], list[NearMiss]] = {}
@@ -250,12 +277,19 @@ class LogScan:
                 elif row not in self.errors:
                     bare = strip_prefix(lines[line_index])
                     exc = exception_of(bare)
-                    if exc is None and not bare[:1].isspace() and not SOURCE_LINE_RE.match(bare):
+                    if (
+                        exc is None
+                        and not bare[:1].isspace()
+                        and not SOURCE_LINE_RE.match(bare)
+                        and not CODE_LINE_RE.match(bare)
+                    ):
                         # an exception's repr inside the line (not source code quoted in a
                         # traceback, which is indented)
                         exc = repr_exception(bare)
                     if exc is not None:
                         self.errors[row] = exc
+                    elif level_of(lines[line_index]) in self.scorer.config.error_levels:
+                        self.level_rows.add(row)
                     if PYTEST_LOC_RE.search(lines[line_index]):
                         self.errors.pop(row, None)  # a pytest location line, read as a frame
         reader.load_patterns(p for p, _ in pending_patterns)
@@ -356,6 +390,7 @@ class LogScan:
         unused = [tb for tb in tracebacks if id(tb) not in used and tb.frames]
         self._emit_raise_sites(unused, upto)
         self._near_miss_pass(upto, by_exception)
+        self._collect_unmatched(upto, tracebacks)
         if upto is not None:
             self._prune(upto)
 
@@ -528,6 +563,7 @@ class LogScan:
         if best.method == "frame" and self.matches.near(best.record.id, hit.line, FRAME_ONLY_NEAR):
             return False  # its message was matched nearby (printed before the traceback, say)
         self.claimed.update(range(hit.first, hit.last + 1))
+        self.explained.update(range(hit.first, hit.last + 1))
         text = hit.subject
         if best.method == "frame" and hit.line == hit.end_line and hit.subject == "":
             text = self.window.line_at(hit.first) or ""
@@ -755,6 +791,148 @@ class LogScan:
                 break
         return list(out)[:FRAME_RECORDS]
 
+    # ---- what no record explains -------------------------------------------------------------
+
+    def _collect_unmatched(self, upto: int | None, tracebacks: list[Traceback]) -> None:
+        """Error-looking lines of the settled rows that no match explains: each traceback's
+        exception (with its innermost library frame; a chain of tracebacks is one error),
+        other exception lines, ERROR / FATAL lines outside tracebacks (a run of them is one
+        record printed over lines). Identical ones are one entry, at most MAX_UNMATCHED."""
+        window = self.window
+        bound = window.first_row + len(window.lines)
+        if upto is not None:
+            bound = upto - LOOKAHEAD_LINES
+        first = max(self.unmatched_from, window.first_row)
+        if bound <= first:
+            return
+        found: list[tuple[int, str | None, str, str | None]] = []
+        in_traceback: set[int] = set()
+        chain: list[tuple[Traceback, range]] = []
+        waiting = False
+        for tb in sorted((t for t in tracebacks if t.frames), key=lambda t: t.frames[-1].row):
+            rows = [seen.row for seen in tb.frames]
+            top = min(rows) - TRACEBACK_HEAD_ROWS
+            exception_row = tb.exception_row
+            error = self.errors.get(exception_row) if exception_row is not None else None
+            if exception_row is None or not self._starts_with_class(exception_row, error):
+                error = None  # "except TypeError:" in a quoted listing, not the exception
+            if error is not None and exception_row is not None:
+                end = exception_row
+                if end - window.first_row >= 0:
+                    end = self._continuation(end - window.first_row)[1] + window.first_row
+                reach = range(top, end + 1)
+            else:
+                end = max(rows)
+                reach = range(top, end + FRAMELESS_REACH)
+            in_traceback.update(range(top, end + 1))
+            chain.append((tb, reach))
+            if error is not None and self._chained_below(end):
+                continue  # "During handling of the above exception": one error with the next
+            links, chain = chain, []
+            last_row = max(r.stop for _tb, r in links)
+            if last_row > bound and upto is not None:
+                waiting = True  # the end of the chain is not settled yet
+                break
+            if any(self.explained.intersection(r) for _tb, r in links):
+                continue
+            for link, _reach in links:
+                row = link.exception_row if link.exception_row is not None else link.frames[0].row
+                if not first <= row < bound:
+                    continue
+                error = self.errors.get(row)
+                if error is None or not self._starts_with_class(row, error):
+                    row = link.frames[0].row
+                    text = strip_prefix(window.line_at(row) or "").strip()
+                    found.append((row, None, text, self._library_frame(link)))
+                else:
+                    found.append((row, error[0] or None, error[1], self._library_frame(link)))
+        if waiting:
+            bound = min(bound, min(r.start for _tb, r in chain) if chain else bound)
+        for row, (printed_class, message) in self.errors.items():
+            settled = first <= row < bound and row not in in_traceback
+            if settled and row not in self.explained and message.strip():  # not a bare "Error:"
+                found.append((row, printed_class or None, message, None))
+        for run in self._level_runs(first, bound):
+            if in_traceback.intersection(run) or self.explained.intersection(run):
+                continue
+            row = run[0]
+            if row in self.errors:
+                continue
+            text = strip_prefix(window.line_at(row) or "").strip()
+            if text and not TRACEBACK_TEXT_RE.match(text):
+                found.append((row, None, text, None))
+        self.unmatched_from = bound
+        for row, named_class, message, frame in sorted(found, key=lambda f: f[0]):
+            if self._repeats_a_match(message):
+                continue  # a matched error again, cut short (pytest's short summary)
+            key = (named_class, normalize_template(message) or message)
+            seen = self.unmatched_by_key.get(key)
+            if seen is not None:
+                seen.occurrences += 1
+                continue
+            if len(self.unmatched) >= MAX_UNMATCHED:
+                continue
+            line_index = row - window.first_row
+            text = strip_prefix(window.lines[line_index]).strip()
+            entry = Unmatched(
+                line=window.line_nos[line_index],
+                text=clip(text, UNMATCHED_TEXT_CHARS),
+                error_class=named_class,
+                frame=frame,
+                message=message,
+            )
+            self.unmatched_by_key[key] = entry
+            self.unmatched.append(entry)
+
+    def _repeats_a_match(self, message: str) -> bool:
+        """Whether a message cut short ("The node ...") is the start of a matched one."""
+        cut = ELLIPSIS_RE.search(message)
+        stem = message[: cut.start()].strip() if cut else ""
+        return len(stem) >= SHORT_QUERY_CHARS and any(stem in m.text for m in self.matches.found)
+
+    def _starts_with_class(self, row: int, error: tuple[str, str] | None) -> bool:
+        """Whether the row's line opens with its exception's class (Python's exception line,
+        pytest's "E   ValueError: ..."), not a line that only mentions one."""
+        line = self.window.line_at(row)
+        return error is not None and line is not None and strip_prefix(line).startswith(error[0])
+
+    def _chained_below(self, row: int) -> bool:
+        """Whether the rows under an exception say another traceback follows from it."""
+        for below in range(row + 1, row + CHAIN_ROWS + 1):
+            line = self.window.line_at(below)
+            if line is not None and CHAIN_RE.search(line):
+                return True
+        return False
+
+    def _level_runs(self, first: int, bound: int) -> list[list[int]]:
+        """ERROR / FATAL lines of the rows first..bound, consecutive ones together (one log
+        record printed over several lines, each with its prefix)."""
+        runs: list[list[int]] = []
+        for row in sorted(r for r in self.level_rows if first <= r < bound):
+            if runs and all(self._continues(r) for r in range(runs[-1][-1] + 1, row)):
+                runs[-1].append(row)
+            else:
+                runs.append([row])
+        return runs
+
+    def _continues(self, row: int) -> bool:
+        """Whether a row carries the log record above on (no prefix of its own: a wrapped or
+        continued line), so a run of ERROR lines goes on past it."""
+        line = self.window.line_at(row)
+        return line is not None and bool(line.strip()) and strip_prefix(line) == line
+
+    def _library_frame(self, tb: Traceback) -> str | None:
+        """The innermost frame in installed or known library code, as "package/file.py:LINE"."""
+        for seen in tb.frames:
+            frame = seen.frame
+            m = INSTALLED_RE.search(frame.norm_path)
+            if m:
+                return f"{m.group(1)}:{frame.line}"
+            known = self.reader.file_records(frame)
+            if known is not None:
+                return f"{known[0]}:{frame.line}"
+        return None
+
     def _prune(self, upto: int) -> None:
         """Forget what no later hit can need: rows far above the oldest pending hit."""
         floor = min([h.first for h in self.hits] + [upto]) - LOOKBACK_LINES
@@ -767,6 +945,8 @@ class LogScan:
         self.claimed = {r for r in self.claimed if r >= floor}
         self.tracebacks_tried = {r for r in self.tracebacks_tried if r >= floor}
         self.near_miss_rows = {r for r in self.near_miss_rows if r >= floor}
+        self.level_rows = {r for r in self.level_rows if r >= floor}
+        self.explained = {r for r in self.explained if r >= floor}
 
 
 def _pytest_locations(data: bytes) -> Iterator[int]:
