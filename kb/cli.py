@@ -266,8 +266,8 @@ def match(
     opened = open_for_matching(url)
     if opened is None:  # the full path checks the schema (exit 3 if old) and builds the cache
         kb = open_kb(ctx)
-        opened = kb.matcher(), kb.get_many
-    index, fetch = opened
+        opened = kb.matcher(), kb.get_many, kb.related
+    index, fetch, related = opened
     # A one-shot process: what is loaded by now lives until exit, and a big log makes tens of
     # thousands of short-lived containers: collecting less often (big.log at 150k records:
     # 20 ms in 49 collections -> 8 ms in 28).
@@ -286,6 +286,7 @@ def match(
                 report = index.match(stream, top=top, min_score=threshold)
         except OSError as exc:
             raise InputError(f"{source}: cannot read: {exc.strerror}") from exc
+    report.add_suggestions(related)  # for the lines no record explains, a few searches
     if not report.stats.get("records"):
         click.echo(
             "The knowledge base is empty: import a dataset first (kb import PATH).", err=True

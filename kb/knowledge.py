@@ -144,9 +144,24 @@ class KnowledgeBase:
         *,
         top: int = 3,
         min_score: float | None = None,
+        suggest: bool = True,
     ) -> MatchReport:
-        """Every known error in a log (text, bytes or a stream), best first."""
-        return self.matcher().match(text, top=top, min_score=min_score)
+        """Every known error in a log (text, bytes or a stream), best first; the lines no
+        record explains in `report.unmatched`, with `kb search` suggestions unless `suggest`
+        is False."""
+        report = self.matcher().match(text, top=top, min_score=min_score)
+        if suggest:
+            report.add_suggestions(self.related)
+        return report
+
+    def related(self, words: str, limit: int = 3) -> list[dict[str, Any]]:
+        """Records that share a log line's words (`kb search --json`'s result keys): what
+        `match` suggests for a line no record explains."""
+        from kb.search import Searcher
+
+        with self._connect() as conn:
+            searcher = Searcher(SqlAlchemyRunner(conn))
+            return [hit.as_dict() for hit in searcher.related(words, limit)]
 
     def _pattern_sources(self) -> Iterator[PatternSource]:
         from kb.matcher import PatternSource

@@ -21,6 +21,8 @@ if TYPE_CHECKING:  # types only: the cold path must not import these modules' de
     from kb.search import Filters, SearchResponse
 
 RecordFetcher = Callable[[Iterable[str]], dict[str, dict[str, Any]]]
+# words and a limit -> search results in `kb search --json`'s keys
+RelatedSearch = Callable[[str, int], list[dict[str, Any]]]
 
 
 class QuickReader:
@@ -52,13 +54,20 @@ class QuickReader:
     def get_many(self, ids: Iterable[str]) -> dict[str, dict[str, Any]]:
         return records_by_id(self.runner, ids)
 
+    def related(self, words: str, limit: int) -> list[dict[str, Any]]:
+        """`kb search` hits for a log line no record explains (kb.search, loaded only now)."""
+        from kb.search import Searcher
+
+        return [hit.as_dict() for hit in Searcher(self.runner).related(words, limit)]
+
     def close(self) -> None:
         self.conn.close()
 
 
-def open_for_matching(url: str) -> tuple[MatcherIndex, RecordFetcher] | None:
-    """The matcher index and a record fetcher for the database at `url`, or None when this
-    path cannot serve it (not a SQLite file at the newest schema, or no current cache)."""
+def open_for_matching(url: str) -> tuple[MatcherIndex, RecordFetcher, RelatedSearch] | None:
+    """The matcher index, a record fetcher and the search for unmatched lines' suggestions for
+    the database at `url`, or None when this path cannot serve it (not a SQLite file at the
+    newest schema, or no current cache)."""
     from kb.matcher import load_index
 
     reader = QuickReader.open(url)
@@ -68,7 +77,7 @@ def open_for_matching(url: str) -> tuple[MatcherIndex, RecordFetcher] | None:
     if index is None:
         reader.close()
         return None
-    return index, reader.get_many
+    return index, reader.get_many, reader.related
 
 
 def search(url: str, query: str | None, filters: Filters, limit: int) -> SearchResponse | None:

@@ -55,7 +55,8 @@ def test_match_json_follows_the_contract(seeded: Any) -> None:
     result = seeded("match", "--json", input=LOG)
     assert result.exit_code == 0
     out = json.loads(result.stdout)
-    assert set(out) == {"matches", "stats"}
+    assert set(out) == {"matches", "unmatched", "stats"}
+    assert out["unmatched"] == []  # always there, empty when every error line is known
     (match,) = out["matches"]
     assert match["id"] == "46a1fcb95e0d367e" and match["method"] == "pattern"
     assert (match["line"], match["end_line"]) == (5, 5)

@@ -12,6 +12,7 @@ pass another one to score with other settings.
 from __future__ import annotations
 
 import functools
+import itertools
 import re
 from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -30,11 +31,31 @@ class ScoringConfig:
     """Every weight, factor, cap and cut-off of the scoring, with the reason for each."""
 
     # -- what is reported
-    # Below this a clean log (noise hitting generic patterns only) comes back empty; one
-    # specific pattern on its own (0.56 and up) or a generic one with a frame clears it.
+    # Reported scores are calibrated (`calibration` below): an answer is reported when it is
+    # more likely right than wrong. On the development sets that is exactly where the raw
+    # scores step from about 1 right in 10 (0.40-0.50) to 9 in 10 (0.50 and up): a clean log
+    # (noise hitting generic patterns only) comes back empty; one specific pattern on its own
+    # or a generic one with a frame clears it.
     min_score: float = 0.5
     # Scores never claim certainty: 1.0 is reserved.
     max_score: float = 0.99
+    # How often an answer is right at each raw score, measured on the development sets (the
+    # drift set's dev half, both real-log sets, paste.log and big.log: 590 answers, table in
+    # benchmarks/CALIBRATION.md): (raw score, share right) knots, joined by straight lines,
+    # strictly increasing so the order of answers is kept. Raw 0.3-0.4: 0 of 16 right;
+    # 0.4-0.5: 1 of 10; 0.5-0.6: 17 of 19; 0.6-0.9: 230 of 251; 0.9-1.0: 291 of 294.
+    calibration: tuple[tuple[float, float], ...] = (
+        (0.0, 0.0),
+        (0.4, 0.02),
+        (0.45, 0.1),
+        (0.49, 0.2),
+        (0.5, 0.87),
+        (0.8, 0.91),
+        (0.9, 0.93),
+        (0.95, 0.98),
+        (0.99, 0.99),
+        (1.0, 1.0),
+    )
 
     # -- what the words alone are worth (the base score)
     # A pattern with no literal text to speak of matches noise as readily as errors...
@@ -286,6 +307,22 @@ BUILTIN_MESSAGE_RE: Final = re.compile(
     r"|list\.(?:remove|index)\(x\): x not in list"
     r")"
 )
+
+
+def calibrated(raw: float, knots: Sequence[tuple[float, float]]) -> float:
+    """A raw score as the share of answers right at it (linear between the knots)."""
+    for (x0, y0), (x1, y1) in itertools.pairwise(knots):
+        if raw <= x1:
+            return y0 + (y1 - y0) * (max(raw, x0) - x0) / (x1 - x0)
+    return knots[-1][1]
+
+
+def uncalibrated(score: float, knots: Sequence[tuple[float, float]]) -> float:
+    """The raw score whose calibrated score is `score` (the inverse of `calibrated`)."""
+    for (x0, y0), (x1, y1) in itertools.pairwise(knots):
+        if score <= y1:
+            return x0 + (x1 - x0) * (max(score, y0) - y0) / (y1 - y0)
+    return knots[-1][0]
 
 
 def noisy_or(base: float, weights: Iterable[float]) -> float:

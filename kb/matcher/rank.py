@@ -136,9 +136,13 @@ class Unmatched:
     message: str = ""
     occurrences: int = 1
     suggestions: list[dict[str, Any]] = field(default_factory=list)
+    words: tuple[str, ...] = ()  # its rarest words, if the scan chose them
 
     def query(self) -> str:
-        """The words to search by: the message, else the line; at most MAX_QUERY_WORDS."""
+        """The words to search by: the rarest of the message's, else the message (or the
+        line), at most MAX_QUERY_WORDS of it."""
+        if self.words:
+            return " ".join(self.words)
         words = (self.message or self.text).split()
         return " ".join(words[:MAX_QUERY_WORDS])
 
@@ -166,9 +170,14 @@ def rank(candidates: Sequence[Candidate]) -> list[Candidate]:
     return sorted(best_by_id.values(), key=lambda c: (-c.score, -c.literal_chars, c.record.idx))
 
 
-def to_match(ranked: Sequence[Candidate], top: int, text: str) -> Match:
+def to_match(
+    ranked: Sequence[Candidate],
+    top: int,
+    text: str,
+    calibrate: Callable[[float], float] = lambda raw: raw,
+) -> Match:
     """The match for one place in the log from its ranked candidates; `text` is the log's
-    text there."""
+    text there; scores are reported as `calibrate` gives them."""
     best = ranked[0]
     hit = best.hit
     names: list[str | None] = []
@@ -183,7 +192,7 @@ def to_match(ranked: Sequence[Candidate], top: int, text: str) -> Match:
     rest = list(ranked[1 + len(all_ties) :][: max(0, top - 1 - len(ties))])
     return Match(
         id=best.record.id,
-        score=round(best.score, 3),
+        score=round(calibrate(best.score), 3),
         method=best.method,
         line=hit.line,
         end_line=hit.end_line,
@@ -191,7 +200,7 @@ def to_match(ranked: Sequence[Candidate], top: int, text: str) -> Match:
         captures=list(hit.captures),
         capture_names=names,
         evidence=list(best.evidence),
-        alternatives=[(c.record.id, round(c.score, 3)) for c in ties + rest],
+        alternatives=[(c.record.id, round(calibrate(c.score), 3)) for c in ties + rest],
         suggestion=suggest(hit.captures),
         duplicates=[c.record.id for c in all_ties[:MAX_DUPLICATES]],
     )

@@ -33,10 +33,18 @@ from kb.matcher.cache import (
     CacheReader,
     Pattern,
     normalize_template,
+    words_of,
 )
-from kb.matcher.evidence import Candidate, Scorer, is_builtin_message, package_of_path
+from kb.matcher.evidence import (
+    Candidate,
+    Scorer,
+    calibrated,
+    is_builtin_message,
+    package_of_path,
+    uncalibrated,
+)
 from kb.matcher.prefilter import BlockScan, Prefilter, lines_at
-from kb.matcher.rank import Matches, Unmatched, rank, to_match
+from kb.matcher.rank import MAX_SUGGESTED, Matches, Unmatched, rank, to_match
 from kb.matcher.tracebacks import (
     CODE_LINE_RE,
     PYTHON_STYLES,
@@ -72,6 +80,8 @@ MAX_NEAR_MISS_QUERIES: Final = 40
 # paragraph (a message hard-wrapped over lines) as one.
 SHORT_PASTE_LINES: Final = 40
 PARAGRAPH_MAX_LINES: Final = 8
+# An unmatched line is searched by this many of its rarest words.
+SUGGEST_WORDS: Final = 5
 # Distinct unmatched lines reported at most (the rest of a noisy log's are left out).
 MAX_UNMATCHED: Final = 50
 UNMATCHED_TEXT_CHARS: Final = 300
@@ -167,7 +177,11 @@ class LogScan:
         self.scorer = scorer
         self.near_misses = near_misses
         self.top = top
-        self.min_score = min_score
+        # min_score is a calibrated score (the share of answers right); scores are compared
+        # raw inside, and calibrated when they are reported
+        knots = scorer.config.calibration
+        self.min_score = uncalibrated(min_score, knots)
+        self.calibrate: Callable[[float], float] = lambda raw: calibrated(raw, knots)
         self.window = Window()
         # what the rows read so far hold
         self.frames: dict[int, SeenFrame] = {}
@@ -567,7 +581,7 @@ class LogScan:
         text = hit.subject
         if best.method == "frame" and hit.line == hit.end_line and hit.subject == "":
             text = self.window.line_at(hit.first) or ""
-        self.matches.add(to_match(ranked, self.top, text))
+        self.matches.add(to_match(ranked, self.top, text, self.calibrate))
         return True
 
     # ---- near misses ----------------------------------------------------------------------
@@ -880,9 +894,21 @@ class LogScan:
                 error_class=named_class,
                 frame=frame,
                 message=message,
+                words=self._rarest_words(message) if len(self.unmatched) < MAX_SUGGESTED else (),
             )
             self.unmatched_by_key[key] = entry
             self.unmatched.append(entry)
+
+    def _rarest_words(self, message: str) -> tuple[str, ...]:
+        """The words of a message the fewest templates hold (values and typos, which none
+        hold, left out): what its search suggestions are looked up by."""
+        held = {word: df for word, df, _rows in self.reader.template_words(words_of(message))}
+        known: dict[str, int] = {}
+        for word in re.findall(r"[A-Za-z]\w+", message.lower()):
+            df = held.get(word) or held.get(word[:-1] if word.endswith("s") else word)
+            if df:
+                known[word] = df
+        return tuple(sorted(known, key=lambda w: known[w])[:SUGGEST_WORDS])
 
     def _repeats_a_match(self, message: str) -> bool:
         """Whether a message cut short ("The node ...") is the start of a matched one."""

@@ -133,6 +133,7 @@ class Service:
     def _match(self, log_bytes: bytes, top: int, min_score: float, stop: threading.Event) -> Found:
         index = self.index  # this match keeps the index it started with, even if swapped
         report = index.match(_StoppableLog(log_bytes, stop), top=top, min_score=min_score)
+        report.add_suggestions(self.kb.related)  # for the lines no record explains
         wanted = [m.id for m in report.matches]
         wanted += [alt for m in report.matches for alt, _score in m.alternatives]
         return Found(report, self.records(wanted, index.revision))
