@@ -80,6 +80,9 @@ MAX_NEAR_MISS_QUERIES: Final = 40
 # paragraph (a message hard-wrapped over lines) as one.
 SHORT_PASTE_LINES: Final = 40
 PARAGRAPH_MAX_LINES: Final = 8
+# A short paste with nothing known in it lists at most this many of its lines that resemble a
+# known message.
+SHORT_PASTE_UNMATCHED: Final = 3
 # An unmatched line is searched by this many of its rarest words.
 SUGGEST_WORDS: Final = 5
 # Distinct unmatched lines reported at most (the rest of a noisy log's are left out).
@@ -197,6 +200,8 @@ class LogScan:
         self.unmatched: list[Unmatched] = []  # in log order
         self.unmatched_by_key: dict[tuple[str | None, str], Unmatched] = {}
         self.unmatched_from = 0  # rows above this are settled and looked at
+        # a short paste's lines (or paragraphs: text, last row) near a known message
+        self.resembling: dict[int, tuple[str, int]] = {}
         # the records the last near-miss look-up aligned well enough (None: none was made)
         self.aligned: set[int] | None = None
         self.near_miss_found: dict[tuple[str, bool, tuple[int, ...]], list[NearMiss]] = {}
@@ -600,8 +605,11 @@ class LogScan:
             if any(row in self.frames for row in rows):
                 continue
             self.near_miss_rows.add(first)
+            self.aligned = None
             if self._emit(self._near_miss_candidates(first, ("", text), None, last=last)):
                 self.claimed.update(rows)
+            elif self._last_aligned():
+                self.resembling[first] = (text, last)  # like a known message, not enough
         lines: dict[int, tuple[str, str]] = {}
         for line_index, line in enumerate(self.window.lines):
             row = self.window.first_row + line_index
@@ -610,13 +618,15 @@ class LogScan:
                 continue
             if not SOURCE_LINE_RE.match(bare) and row not in self.frames:
                 lines[row] = ("", bare)
-        self._try_near_misses(lines, upto, by_exception)
+        self._try_near_misses(lines, upto, by_exception, remember=True)
 
     def _try_near_misses(
         self,
         errors: dict[int, tuple[str, str]],
         upto: int | None,
         by_exception: dict[int, Traceback],
+        *,
+        remember: bool = False,
     ) -> None:
         done = {m.line for m in self.matches.found}
         for row in sorted(errors):
@@ -630,7 +640,10 @@ class LogScan:
                 continue
             if self.window.line_nos[line_index] in done:
                 continue
-            self._emit(self._near_miss_candidates(row, errors[row], by_exception.get(row)))
+            self.aligned = None
+            found = self._near_miss_candidates(row, errors[row], by_exception.get(row))
+            if not self._emit(found) and remember and self._last_aligned():
+                self.resembling.setdefault(row, (errors[row][1], row))
 
     def _paragraphs(self) -> list[tuple[int, int, str]]:
         """Runs of two or more non-blank lines of a short paste, each joined into one line (a
@@ -875,6 +888,16 @@ class LogScan:
             text = strip_prefix(window.line_at(row) or "").strip()
             if text and not TRACEBACK_TEXT_RE.match(text):
                 found.append((row, None, text, None))
+        if upto is None and not found and not self.unmatched and not self.matches.found:
+            # A short paste with nothing known in it: its lines that resemble a known message,
+            # if not enough to name one, are what it is about (a paragraph before its lines).
+            taken: set[int] = set()
+            for row in sorted(self.resembling):
+                text, last = self.resembling[row]
+                if row not in taken and first <= row < bound:
+                    found.append((row, None, text, None))
+                    taken.update(range(row, last + 1))
+            found = found[:SHORT_PASTE_UNMATCHED]
         self.unmatched_from = bound
         for row, named_class, message, frame in sorted(found, key=lambda f: f[0]):
             if self._repeats_a_match(message):
