@@ -83,6 +83,10 @@ PARAGRAPH_MAX_LINES: Final = 8
 # A short paste with nothing known in it lists at most this many of its lines that resemble a
 # known message.
 SHORT_PASTE_UNMATCHED: Final = 3
+# ... lines that line up with a specific known template at least this well (Alignment.gap).
+RESEMBLES: Final = 0.7
+# Levels of lines that are not errors, whatever they resemble.
+CHATTER_LEVELS: Final = frozenset({"TRACE", "DEBUG", "INFO", "NOTICE", "WARN"})
 # An unmatched line is searched by this many of its rarest words.
 SUGGEST_WORDS: Final = 5
 # Distinct unmatched lines reported at most (the rest of a noisy log's are left out).
@@ -204,6 +208,7 @@ class LogScan:
         self.resembling: dict[int, tuple[str, int]] = {}
         # the records the last near-miss look-up aligned well enough (None: none was made)
         self.aligned: set[int] | None = None
+        self.aligned_best = 0.0  # ... and how well the best of them lines up
         self.near_miss_found: dict[tuple[str, bool, tuple[int, ...]], list[NearMiss]] = {}
         self.matches = Matches()
         # figures for the report
@@ -608,7 +613,7 @@ class LogScan:
             self.aligned = None
             if self._emit(self._near_miss_candidates(first, ("", text), None, last=last)):
                 self.claimed.update(rows)
-            elif self._last_aligned():
+            elif self._last_aligned() and self.aligned_best >= RESEMBLES:
                 self.resembling[first] = (text, last)  # like a known message, not enough
         lines: dict[int, tuple[str, str]] = {}
         for line_index, line in enumerate(self.window.lines):
@@ -642,7 +647,9 @@ class LogScan:
                 continue
             self.aligned = None
             found = self._near_miss_candidates(row, errors[row], by_exception.get(row))
-            if not self._emit(found) and remember and self._last_aligned():
+            resembles = self._last_aligned() and self.aligned_best >= RESEMBLES
+            chatter = level_of(self.window.lines[line_index]) in CHATTER_LEVELS
+            if not self._emit(found) and remember and resembles and not chatter:
                 self.resembling.setdefault(row, (errors[row][1], row))
 
     def _paragraphs(self) -> list[tuple[int, int, str]]:
@@ -711,6 +718,10 @@ class LogScan:
             )
             self.near_miss_found[key] = found
         self.aligned = {rec for near in found for rec in near.records}
+        phrase = self.scorer.config.phrase_literal_chars
+        self.aligned_best = max(
+            (n.alignment.gap for n in found if n.alignment.template_chars >= phrase), default=0.0
+        )
         if not found:
             return []
         said = f"{printed_class}: {message}" if printed_class else message
