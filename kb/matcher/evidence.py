@@ -162,6 +162,11 @@ class ScoringConfig:
     fuzzy_short_chars: int = 30
     fuzzy_long_chars: int = 90
     fuzzy_long_bonus: float = 0.1
+    # A template that reads the line this much better (Alignment.rank) than any other wording
+    # is distinct, not one of several near guesses: its cut-off is fuzzy_distinct_bonus lower
+    # (the drift set's pairing rule asks the same of a rewording: best by a margin).
+    fuzzy_distinct_margin: float = 0.08
+    fuzzy_distinct_bonus: float = 6.0
     # With a frame at the record's raise site (its line, or its function, also moved), the
     # message need only resemble the template this much: the frame says where, the words which
     # of the few raises there.
@@ -204,6 +209,7 @@ class Alignment(NamedTuple):
     shown: float = 1.0
     query_chars: int = 0  # the line's length, normalised
     template_chars: int = 0  # the template's literal length (the part aligned, if cut)
+    margin: float = 0.0  # how much better it lines up than any other wording (rank)
 
     @property
     def partial(self) -> float:
@@ -751,6 +757,8 @@ class Scorer:
         else:
             drop = cfg.fuzzy_classless_cutoff - cfg.fuzzy_classless_long_cutoff
             cutoff = cfg.fuzzy_classless_cutoff - drop * length
+        if aligned.margin >= cfg.fuzzy_distinct_margin:
+            cutoff -= cfg.fuzzy_distinct_bonus  # no other wording comes close
         if value * 100 < cutoff:
             return None
         scale = cfg.fuzzy_scale + cfg.fuzzy_long_bonus * length

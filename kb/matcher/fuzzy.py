@@ -78,14 +78,20 @@ class NearMissSearch:
             if not any(rec_idx in group for group in groups):
                 groups[(rec_idx,)] = None
         self._reader.load_records(group[0] for group in groups if group)
-        scored: list[NearMiss] = []
+        every: list[tuple[str, Alignment, tuple[int, ...]]] = []
         for group in groups:
             if not group:
                 continue
             template = gap_template(self._reader.record(group[0]).error_message)
             aligned = cut_alignment(template, query) if cut else align(template, query)
-            if max(aligned.gap, aligned.partial) * 100 >= config.fuzzy_align_cutoff:
-                scored.append(NearMiss(aligned, group))
+            every.append((template, aligned, group))
+        scored: list[NearMiss] = []
+        for template, aligned, group in every:
+            if max(aligned.gap, aligned.partial) * 100 < config.fuzzy_align_cutoff:
+                continue
+            # how far it reads the line better than any other wording (a distinct best)
+            rival = max((a.rank for t, a, _g in every if t != template), default=0.0)
+            scored.append(NearMiss(aligned._replace(margin=aligned.rank - rival), group))
         scored.sort(key=lambda near: (-near.alignment.rank, -near.alignment.plain))
         named = set(records)  # the traceback's own records stay, however they rank
         kept = scored[: config.fuzzy_kept]
