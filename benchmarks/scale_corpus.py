@@ -7,7 +7,10 @@ replaced by a made-up word of the same length, everywhere the word occurs in the
 pattern, the slug and the prose. Because the replacement is chosen per (pass, pattern), records
 that shared a pattern still share it (same share of duplicates), and literal lengths do not
 change (same share of generic patterns). Records are written flat, one JSON object a line,
-gzipped, so kb and `sqlite-utils insert --nl` read the same file.
+gzipped, so kb and `sqlite-utils insert --nl` read the same file. A count below the real
+corpus's (a quick check of the harness) takes first the records planted in the corpus's logs
+(the ids of `logs/*.expected.json` beside the source) and those sharing their patterns (2,155),
+so every planted error can still be found, among the same ties as in the real corpus.
 
     python benchmarks/scale_corpus.py 150000 [--seed 20261129] [--out benchmarks/out]
 """
@@ -21,7 +24,7 @@ import json
 import random
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -83,8 +86,17 @@ def _variant(rec: dict[str, Any], k: int, seed: int) -> dict[str, Any]:
     return out
 
 
-def generate(records: list[dict[str, Any]], count: int, seed: int) -> Iterator[dict[str, Any]]:
+def generate(
+    records: list[dict[str, Any]], count: int, seed: int, keep: Collection[str] = ()
+) -> Iterator[dict[str, Any]]:
     rng = random.Random(seed)
+    if count < len(records) and keep:
+        # The planted records and every record raising the same message: a planted error then
+        # meets the same ties (and the same best of them) as in the whole corpus.
+        patterns = {r["messagePattern"] for r in records if r["id"] in keep}
+        first = [r for r in records if r["messagePattern"] in patterns]
+        rest = [r for r in records if r["messagePattern"] not in patterns]
+        records = first + rest
     yield from records[:count]
     written = min(count, len(records))
     k = 0
@@ -97,6 +109,14 @@ def generate(records: list[dict[str, Any]], count: int, seed: int) -> Iterator[d
         written += min(len(order), count - written)
 
 
+def planted_ids(source: Path) -> set[str]:
+    """The ids the answer keys beside the source (`logs/*.expected.json`) expect to be found."""
+    ids: set[str] = set()
+    for key in sorted((source.parent / "logs").glob("*.expected.json")):
+        ids.update(p["id"] for p in json.loads(key.read_text())["planted"])
+    return ids
+
+
 def write(source: Path, count: int, seed: int, out: Path) -> Path:
     """Write (or reuse) the corpus of `count` records; returns its path."""
     path = corpus_path(out, count, seed)
@@ -104,9 +124,10 @@ def write(source: Path, count: int, seed: int, out: Path) -> Path:
         return path
     out.mkdir(parents=True, exist_ok=True)
     records = _read(source)
+    keep = planted_ids(source)
     tmp = path.with_suffix(".tmp")
     with gzip.open(tmp, "wt", encoding="utf-8", compresslevel=3) as f:
-        for rec in generate(records, count, seed):
+        for rec in generate(records, count, seed, keep):
             f.write(json.dumps(rec, ensure_ascii=False, separators=(",", ":")))
             f.write("\n")
     tmp.replace(path)

@@ -23,6 +23,7 @@ from kb.errors import (
     Ambiguous,
     InputError,
     KbError,
+    NotFound,
 )
 
 if TYPE_CHECKING:
@@ -41,9 +42,17 @@ class KbGroup(click.Group):
             from kb.render import safe
 
             click.echo(f"Error: {safe(exc.message, multiline=False)}", err=True)
-            if isinstance(exc, Ambiguous):
-                for record_id, repo, slug in exc.candidates:
-                    click.echo(f"  {record_id}  {safe(repo)}/{safe(slug)}", err=True)
+            listed = exc.candidates if isinstance(exc, Ambiguous) else []
+            if isinstance(exc, NotFound) and exc.suggestions:
+                click.echo("Did you mean:", err=True)
+                listed = exc.suggestions
+            for found in listed:
+                click.echo(
+                    f"  {found.id}  {safe(found.repo, multiline=False)}/"
+                    f"{safe(found.slug, multiline=False)}  "
+                    f"{safe(found.detail, multiline=False)}",
+                    err=True,
+                )
             if exc.hint:
                 click.echo(exc.hint, err=True)
             ctx.exit(exc.exit_code)
@@ -56,10 +65,55 @@ class KbGroup(click.Group):
             ctx.exit(EXIT_DATABASE)
 
 
-def use_color(stream: Any = None) -> bool:
-    """Colour only on a terminal, and never when NO_COLOR is set."""
-    stream = stream or sys.stdout
-    return "NO_COLOR" not in os.environ and hasattr(stream, "isatty") and stream.isatty()
+def completer(kind: str) -> Callable[[click.Context, Any, str], list[str]]:
+    """Shell completion of ids, slugs, repositories, tags or classes from the knowledge base
+    (`--db` as typed so far, else the default one)."""
+
+    def complete(ctx: click.Context, _param: Any, incomplete: str) -> list[str]:
+        from kb.complete import candidates
+
+        root = ctx.find_root()
+        return candidates(kind, incomplete, root.params.get("db"))
+
+    return complete
+
+
+def min_score_option(func: F) -> F:
+    """How sure a match must be, the same on every command that matches."""
+    return click.option(
+        "--min-score",
+        type=click.FloatRange(0, 1),
+        default=None,
+        help="Report errors scoring at least this (default: the matcher's, 0.5).",
+    )(func)
+
+
+def terminal_options(func: F) -> F:
+    """--color and --no-pager, on every command that prints for people."""
+    func = click.option("--no-pager", is_flag=True, help="Never page long output on a terminal.")(
+        func
+    )
+    return click.option(
+        "--color",
+        type=click.Choice(["auto", "always", "never"]),
+        default="auto",
+        show_default=True,
+        help="Colour: on a terminal (auto; never with NO_COLOR, always with FORCE_COLOR).",
+    )(func)
+
+
+def style_for(color: str) -> Any:
+    """Terminal styling: colour as asked, prose as wide as the terminal."""
+    from kb import render, terminal
+
+    return render.Style(terminal.use_color(color), width=terminal.width())
+
+
+def show_text(text: str, no_pager: bool) -> None:
+    """Output for people: on a terminal, through the pager when longer than the screen."""
+    from kb import terminal
+
+    terminal.page(text, enabled=not no_pager)
 
 
 def open_kb(ctx: click.Context) -> KnowledgeBase:
@@ -93,14 +147,14 @@ def cli(ctx: click.Context, db: str | None) -> None:
 
     \b
     Example:
-      kb import data/records.jsonl
-      kb match data/logs/paste.log
+      kb import data/
+      kb match data/logs/service-with-tracebacks.log
     """
     ctx.ensure_object(dict)
     ctx.obj["db"] = db
 
 
-@cli.command("import")
+@cli.command("import", short_help="Import datasets: files, folders, URLs, stdin.")
 @click.argument("sources", nargs=-1, required=True, metavar="PATH...")
 @click.option(
     "--batch-size",
@@ -218,10 +272,24 @@ class _ImportBars:
         self._bar.__exit__(None, None, None)
 
 
-@cli.command()
+@cli.command(short_help="Find the known errors in a log, with fixes.")
 @click.argument("source", required=False, default="-", metavar="[PATH|-]")
-@format_option
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json", "markdown", "github"]),
+    default="text",
+    show_default=True,
+    help="Text for people, markdown for tickets, JSON for programs, github for ::error "
+    "annotations in a GitHub Actions log.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Same as --format json.")
+@click.option("--brief", is_flag=True, help="One line per error: line, score, id, repository.")
+@click.option("--ids", "-q", "ids_only", is_flag=True, help="Only the matched records' ids.")
+@click.option(
+    "--clipboard", is_flag=True, help="Read the log from the clipboard (pbpaste, wl-paste, ...)."
+)
+@terminal_options
 @click.option(
     "--top",
     type=click.IntRange(1, 20),
@@ -229,18 +297,18 @@ class _ImportBars:
     show_default=True,
     help="Records shown per error: the best and the alternatives.",
 )
-@click.option(
-    "--min-score",
-    type=click.FloatRange(0, 1),
-    default=None,
-    help="Report errors scoring at least this (default: the matcher's, 0.5).",
-)
+@min_score_option
 @click.pass_context
 def match(
     ctx: click.Context,
     source: str,
     fmt: str,
     as_json: bool,
+    brief: bool,
+    ids_only: bool,
+    clipboard: bool,
+    color: str,
+    no_pager: bool,
     top: int,
     min_score: float | None,
 ) -> None:
@@ -256,29 +324,36 @@ def match(
       kubectl logs api-7d9 | kb match --json
     """
     from kb import render
-    from kb.config import resolve_database_url
     from kb.matcher import DEFAULT_MIN_SCORE
-    from kb.quick import open_for_matching
 
     if as_json:
         fmt = "json"
-    url = resolve_database_url(ctx.obj.get("db"))
-    opened = open_for_matching(url)
-    if opened is None:  # the full path checks the schema (exit 3 if old) and builds the cache
-        kb = open_kb(ctx)
-        opened = kb.matcher(), kb.get_many, kb.related
-    index, fetch, related = opened
+    index, fetch, related = _open_matching(ctx)
     # A one-shot process: what is loaded by now lives until exit, and a big log makes tens of
     # thousands of short-lived containers: collecting less often (big.log at 150k records:
     # 20 ms in 49 collections -> 8 ms in 28).
     gc.freeze()
     gc.set_threshold(10_000, 50, 100)
     threshold = DEFAULT_MIN_SCORE if min_score is None else min_score
-    if source == "-":
+    log_bytes: bytes | None = None  # kept when the output must quote the log (github)
+    if clipboard:
+        from kb import terminal
+
+        try:
+            log_bytes = terminal.read_clipboard()
+        except OSError as exc:
+            raise InputError(str(exc), hint="Paste the log into `kb match -` instead.") from exc
+        label = "the clipboard"
+        report = index.match(log_bytes, top=top, min_score=threshold)
+    elif source == "-":
         if sys.stdin.isatty():
             click.echo("Paste the log, then press Ctrl-D.", err=True)
         label = "the pasted text"
-        report = index.match(sys.stdin.buffer, top=top, min_score=threshold)
+        if fmt == "github":
+            log_bytes = sys.stdin.buffer.read()
+            report = index.match(log_bytes, top=top, min_score=threshold)
+        else:
+            report = index.match(sys.stdin.buffer, top=top, min_score=threshold)
     else:
         label = source
         try:
@@ -286,7 +361,8 @@ def match(
                 report = index.match(stream, top=top, min_score=threshold)
         except OSError as exc:
             raise InputError(f"{source}: cannot read: {exc.strerror}") from exc
-    report.add_suggestions(related)  # for the lines no record explains, a few searches
+    if not (ids_only or brief or fmt == "github"):
+        report.add_suggestions(related)  # for the lines no record explains, a few searches
     if not report.stats.get("records"):
         click.echo(
             "The knowledge base is empty: import a dataset first (kb import PATH).", err=True
@@ -294,21 +370,105 @@ def match(
     wanted = [m.id for m in report.matches]
     if fmt == "text":  # it names the alternatives' repositories; JSON and markdown list ids
         wanted += [alt for m in report.matches for alt, _score in m.alternatives]
-    records = fetch(wanted)
-    if fmt == "json":
+    records = fetch(wanted) if not ids_only else {}
+    if ids_only or brief or fmt == "github":
+        from kb import compact
+
+        if ids_only:
+            click.echo(compact.match_ids(report), nl=False)
+        elif fmt == "github":
+            if log_bytes is None:
+                log_bytes = Path(source).read_bytes()
+            lines = log_bytes.decode("utf-8", "replace").split("\n")
+            click.echo(compact.github_annotations(report, records, lines), nl=False)
+        else:
+            click.echo(compact.matches_brief(report, records), nl=False)
+    elif fmt == "json":
         click.echo(render.to_json(render.matches_json(report, records)))
     elif fmt == "markdown":
-        click.echo(render.matches_markdown(report, records, label), nl=False)
+        show_text(render.matches_markdown(report, records, label), no_pager)
     else:
-        click.echo(render.matches_text(report, records, render.Style(use_color()), label), nl=False)
+        show_text(render.matches_text(report, records, style_for(color), label), no_pager)
     ctx.exit(EXIT_OK if report.matches else EXIT_NOTHING_FOUND)
 
 
-@cli.command()
+def _open_matching(
+    ctx: click.Context,
+) -> tuple[Any, Callable[[list[str]], dict[str, Any]], Callable[[str, int], list[dict[str, Any]]]]:
+    """The matcher index, a record fetcher and the search for unmatched lines' suggestions:
+    the quick stdlib path when the database allows, else the full path (which checks the
+    schema, exit 3 if old, and builds the cache)."""
+    from kb.config import resolve_database_url
+    from kb.quick import open_for_matching
+
+    opened = open_for_matching(resolve_database_url(ctx.obj.get("db")))
+    if opened is None:
+        kb = open_kb(ctx)
+        return kb.matcher(), kb.get_many, kb.related
+    return opened
+
+
+@cli.command(
+    context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
+    short_help="Run a command; on failure, show its known errors.",
+)
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED, metavar="-- COMMAND")
+@min_score_option
+@click.pass_context
+def run(ctx: click.Context, command: tuple[str, ...], min_score: float | None) -> None:
+    """Run a command; when it fails, show the known errors in what it printed.
+
+    The command's output passes through unchanged (stdout to stdout, stderr to stderr); kb
+    keeps the last 16 MB of it. When the command exits with a status other than 0, kb matches
+    that output and prints each known error with its first fix on stderr. kb exits with the
+    command's own status (127 when it cannot be found).
+
+    \b
+    Example:
+      kb run -- pytest -x tests/
+      kb run -- python train.py --epochs 3
+    """
+    import shlex
+
+    from kb import compact
+    from kb.render import safe
+    from kb.run import run as run_command
+    from kb.text import clip
+
+    finished = run_command(command, stdout=sys.stdout.buffer, stderr=sys.stderr.buffer)
+    shown = clip(safe(shlex.join(command), multiline=False), 80)
+    if finished.error is not None:
+        click.echo(f"kb run: {finished.error}", err=True)
+        ctx.exit(finished.status)
+    if finished.status == 0:
+        ctx.exit(0)
+    index, fetch, _related = _open_matching(ctx)
+    report = index.match(finished.output, min_score=min_score)
+    status = f"exited with status {finished.status}"
+    if not report.matches:
+        click.echo(f"kb: `{shown}` {status}; no known error in its output.", err=True)
+        ctx.exit(finished.status)
+    noun = "error" if len(report.matches) == 1 else "errors"
+    click.echo(
+        f"\nkb: `{shown}` {status}; {len(report.matches)} known {noun} in its output "
+        "(line numbers count its output):",
+        err=True,
+    )
+    records = fetch([m.id for m in report.matches])
+    click.echo(compact.matches_brief(report, records, fixes=True), nl=False, err=True)
+    click.echo("More: kb show ID", err=True)
+    ctx.exit(finished.status)
+
+
+@cli.command(short_help="Look records up by words, id, slug, code.")
 @click.argument("words", nargs=-1, metavar="[QUERY]")
-@click.option("--repo", help="Only this repository (owner/name).")
-@click.option("--tag", help="Only records with this tag.")
-@click.option("--error-class", help="Only this exception class, e.g. ValueError.")
+@click.option("--repo", help="Only this repository (owner/name).", shell_complete=completer("repo"))
+@click.option("--tag", help="Only records with this tag.", shell_complete=completer("tag"))
+@click.option(
+    "--error-class",
+    help="Only this exception class, e.g. ValueError.",
+    shell_complete=completer("error_class"),
+)
 @click.option("--code", help="Only this error code.")
 @click.option(
     "--type",
@@ -323,7 +483,10 @@ def match(
 )
 @click.option("--limit", type=click.IntRange(1, 1000), default=10, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Same as --format json.")
+@click.option("--nl", "as_nl", is_flag=True, help="One JSON object per result, a line each.")
+@click.option("--csv", "as_csv", is_flag=True, help="CSV with a header row.")
 @format_option
+@terminal_options
 @click.pass_context
 def search(
     ctx: click.Context,
@@ -336,7 +499,11 @@ def search(
     severity: str | None,
     limit: int,
     as_json: bool,
+    as_nl: bool,
+    as_csv: bool,
     fmt: str,
+    color: str,
+    no_pager: bool,
 ) -> None:
     """Look records up by words, an id, slug or error code, and filters.
 
@@ -360,7 +527,12 @@ def search(
     if response is None:  # not a SQLite file at the newest schema: the full path checks it
         with open_kb(ctx) as kb:
             response = kb.search_by(query, filters, limit)
-    if as_json or fmt == "json":
+    if as_nl or as_csv:
+        from kb import compact
+
+        text = compact.results_nl(response) if as_nl else compact.results_csv(response)
+        click.echo(text, nl=False)
+    elif as_json or fmt == "json":
         click.echo(render.to_json(response.as_dict()))
     elif not response.results:
         what = f"for {render.safe(query, multiline=False)!r}" if query else "with these filters"
@@ -368,17 +540,18 @@ def search(
         for suggestion in response.suggestions:
             click.echo(f"Did you mean: {render.safe(suggestion, multiline=False)}?", err=True)
     elif fmt == "markdown":
-        click.echo(render.search_markdown(response), nl=False)
+        show_text(render.search_markdown(response), no_pager)
     else:
-        click.echo(render.search_text(response, render.Style(use_color())), nl=False)
+        show_text(render.search_text(response, style_for(color)), no_pager)
     ctx.exit(EXIT_OK if response.results else EXIT_NOTHING_FOUND)
 
 
-@cli.command()
-@click.argument("key", metavar="ID_OR_SLUG")
+@cli.command(short_help="Show one record whole.")
+@click.argument("key", metavar="ID_OR_SLUG", shell_complete=completer("record"))
 @format_option
+@terminal_options
 @click.pass_context
-def show(ctx: click.Context, key: str, fmt: str) -> None:
+def show(ctx: click.Context, key: str, fmt: str, color: str, no_pager: bool) -> None:
     """Show one record whole: by id, slug, repo/slug or error code.
 
     An unknown key exits 1; a slug shared by several records lists them and exits 2.
@@ -397,16 +570,16 @@ def show(ctx: click.Context, key: str, fmt: str) -> None:
         return
     repository = kb.repository(record["repo"])
     if fmt == "markdown":
-        click.echo(render.record_markdown(record, repository=repository), nl=False)
+        show_text(render.record_markdown(record, repository=repository), no_pager)
     else:
-        style = render.Style(use_color())
-        click.echo(render.record_text(record, style, repository), nl=False)
+        show_text(render.record_text(record, style_for(color), repository), no_pager)
 
 
-@cli.command()
+@cli.command(short_help="Totals by repository, type, severity; imports.")
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
+@terminal_options
 @click.pass_context
-def stats(ctx: click.Context, as_json: bool) -> None:
+def stats(ctx: click.Context, as_json: bool, color: str, no_pager: bool) -> None:
     """Totals: records, by repository, by type and severity, and the last imports.
 
     \b
@@ -419,12 +592,16 @@ def stats(ctx: click.Context, as_json: bool) -> None:
     if as_json:
         click.echo(render.to_json(figures))
     else:
-        click.echo(render.stats_text(figures, render.Style(use_color())), nl=False)
+        show_text(render.stats_text(figures, style_for(color)), no_pager)
 
 
-@cli.command()
+@cli.command(short_help="Write records as JSONL (import reads it back).")
 @click.argument("path", required=False, default="-", metavar="[PATH|-]")
-@click.option("--repo", help="Only the records of this repository (owner/name).")
+@click.option(
+    "--repo",
+    help="Only the records of this repository (owner/name).",
+    shell_complete=completer("repo"),
+)
 @click.pass_context
 def export(ctx: click.Context, path: str, repo: str | None) -> None:
     """Write records as JSONL, one a line, in the dataset's keys; `kb import` reads it back.
@@ -449,7 +626,7 @@ def export(ctx: click.Context, path: str, repo: str | None) -> None:
     click.echo(f"{count:,} records exported.", err=True)
 
 
-@cli.command()
+@cli.command(short_help="Serve a web page and a JSON API to a team.")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", type=click.IntRange(1, 65535), default=8000, show_default=True)
 @click.option(
@@ -556,9 +733,14 @@ def db_current(ctx: click.Context) -> None:
       kb db current
     """
     from kb import db
-    from kb.config import HEAD_REVISION, resolve_database_url
+    from kb.config import HEAD_REVISION, resolve_database_url, sqlite_file
+    from kb.errors import DatabaseError
 
-    engine = db.make_engine(resolve_database_url(ctx.obj.get("db")))
+    url = resolve_database_url(ctx.obj.get("db"))
+    path = sqlite_file(url)
+    if path is not None and not path.exists():  # asking must not create one
+        raise DatabaseError(f"no database at {path}", hint="kb import or kb db upgrade creates it.")
+    engine = db.make_engine(url)
     revision = db.current_revision(engine)
     if revision is None:
         click.echo("none (not a kb database yet)")

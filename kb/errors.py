@@ -5,6 +5,8 @@ Library code raises these; only kb/cli.py turns them into messages and exit code
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 EXIT_OK = 0
 EXIT_NOTHING_FOUND = 1  # match/search found nothing; import rejected some records
 EXIT_USAGE = 2  # usage or unreadable input
@@ -41,10 +43,25 @@ class SchemaOutOfDate(DatabaseError):
     """The database was made by an older kb and must be upgraded first."""
 
 
+class Candidate(NamedTuple):
+    """A record a look-up could mean, with what tells it apart from the others."""
+
+    id: str
+    repo: str
+    slug: str
+    detail: str  # where it is raised and its message, one line
+
+
 class NotFound(KbError):
-    """A look-up found nothing."""
+    """A look-up found nothing; `suggestions` are records it may have meant."""
 
     exit_code = EXIT_NOTHING_FOUND
+
+    def __init__(
+        self, message: str, hint: str | None = None, suggestions: list[Candidate] | None = None
+    ) -> None:
+        super().__init__(message, hint)
+        self.suggestions = suggestions or []
 
 
 class Ambiguous(KbError):
@@ -52,6 +69,6 @@ class Ambiguous(KbError):
 
     exit_code = EXIT_USAGE
 
-    def __init__(self, message: str, candidates: list[tuple[str, str, str]]) -> None:
-        super().__init__(message, hint="Use the id or repo/slug to pick one.")
+    def __init__(self, message: str, candidates: list[Candidate], hint: str) -> None:
+        super().__init__(message, hint=hint)
         self.candidates = candidates

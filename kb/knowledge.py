@@ -6,9 +6,11 @@ Plain values in and out; the CLI is one user of it, Python code is another.
 from __future__ import annotations
 
 import json
+import os
+import re
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, Final
 
 from sqlalchemy import Engine, func, select
 from sqlalchemy.exc import OperationalError
@@ -16,7 +18,7 @@ from sqlalchemy.exc import OperationalError
 from kb import db
 from kb.config import cache_dir_for, resolve_database_url
 from kb.db import get_meta
-from kb.errors import Ambiguous, DatabaseError, NotFound
+from kb.errors import Ambiguous, Candidate, DatabaseError, NotFound
 from kb.ingest import (
     DEFAULT_BATCH_SIZE,
     ImportReport,
@@ -39,6 +41,18 @@ def repository_from_row(row: Any) -> dict[str, Any]:
     out = {spec.key: mapping[spec.column] for spec in REPOSITORY_FIELDS}
     out.update(mapping["extra"] or {})
     return out
+
+
+SUGGESTIONS: Final = 5  # records suggested for a key that found none
+SHORT_ID_RE: Final = re.compile(r"[0-9a-f]{6,15}")  # an id's beginning: 6 hex digits at least
+SLUG_CUTOFF: Final = 80  # rapidfuzz WRatio a slug needs to be suggested for a typo
+
+
+def _candidate(row: Any) -> Candidate:
+    """A record as a look-up lists it: where it is raised and its message tell it apart."""
+    where = f"{row.file_path}:{row.line_number}" if row.line_number else (row.file_path or "")
+    message = row.error_message if len(row.error_message) <= 80 else row.error_message[:79] + "…"
+    return Candidate(row.id, row.repo, row.slug, f"{where}  {message}".strip())
 
 
 def record_from_row(row: Any) -> Record:
@@ -140,16 +154,23 @@ class KnowledgeBase:
 
     def match(
         self,
-        text: str | bytes | IO[bytes] | IO[str],
+        log: str | bytes | IO[bytes] | IO[str] | os.PathLike[str],
         *,
         top: int = 3,
         min_score: float | None = None,
         suggest: bool = True,
     ) -> MatchReport:
-        """Every known error in a log (text, bytes or a stream), best first; the lines no
-        record explains in `report.unmatched`, with `kb search` suggestions unless `suggest`
-        is False."""
-        report = self.matcher().match(text, top=top, min_score=min_score)
+        """Every known error in a log, best first. `log` is the log itself as a `str` (never a
+        file name) or `bytes`, an open stream, or a path-like (`pathlib.Path`) naming a file
+        to read. Each match carries its record (`match.record`), fetched on first use. The
+        lines no record explains are in `report.unmatched`, with `kb search` suggestions
+        unless `suggest` is False."""
+        from kb.matcher.rank import RecordSource
+
+        report = self.matcher().match(log, top=top, min_score=min_score)
+        source = RecordSource((m.id for m in report.matches), self.get_many)
+        for found in report.matches:
+            found.source = source
         if suggest:
             report.add_suggestions(self.related)
         return report
@@ -193,7 +214,7 @@ class KnowledgeBase:
                     error_class=row.error_class,
                     error_code=row.error_code,
                     file_path=row.file_path or "",
-                    line_number=row.line_number or 0,
+                    line_number=row.line_number,
                     function=raising_function(
                         file_path=row.file_path or "",
                         line_number=row.line_number,
@@ -220,6 +241,23 @@ class KnowledgeBase:
         record = self.get(key.lower()) if ID_RE.fullmatch(key.lower()) else None
         if record is not None:
             return record
+        if SHORT_ID_RE.fullmatch(key.lower()):  # a unique beginning of an id, as git allows
+            start = key.lower()
+            with self._connect() as conn:
+                rows = conn.execute(
+                    select(RECORDS)
+                    .where(RECORDS.c.id >= start, RECORDS.c.id < start + "g")
+                    .order_by(RECORDS.c.id)
+                    .limit(50)
+                ).all()
+            if len(rows) == 1:
+                return record_from_row(rows[0]).to_dataset()
+            if rows:
+                raise Ambiguous(
+                    f"{key!r} begins {len(rows)} ids",
+                    [_candidate(row) for row in rows],
+                    hint="Give more of the id.",
+                )
         with self._connect() as conn:
             query = select(RECORDS).where(RECORDS.c.slug == key)
             if "/" in key:
@@ -239,11 +277,52 @@ class KnowledgeBase:
             raise NotFound(
                 f"no record has the id, slug or code {key!r}",
                 hint="Try `kb search` with words from the message.",
+                suggestions=self._near_keys(key),
             )
         if len(rows) > 1:
-            candidates = [(row.id, row.repo, row.slug) for row in rows]
-            raise Ambiguous(f"{key!r} names {len(rows)} records", candidates)
+            one_repo = len({row.repo for row in rows}) == 1
+            raise Ambiguous(
+                f"{key!r} names {len(rows)} records",
+                [_candidate(row) for row in rows],
+                hint="Use the id to pick one."
+                if one_repo
+                else "Use the id, or repo/slug, to pick one.",
+            )
         return record_from_row(rows[0]).to_dataset()
+
+    def _near_keys(self, key: str) -> list[Candidate]:
+        """Records a key that found nothing may have meant: ids and slugs it begins, else the
+        slugs closest to it (a typo)."""
+        table = RECORDS
+        wanted = key.lower().rpartition("/")[2] if "/" in key else key.lower()
+        with self._connect() as conn:
+            rows = []
+            if wanted:
+                for column in (table.c.id, table.c.slug):
+                    rows = conn.execute(
+                        select(table)
+                        .where(column >= wanted, column < wanted + "\uffff")
+                        .order_by(column)
+                        .limit(SUGGESTIONS)
+                    ).all()
+                    if rows:
+                        return [_candidate(row) for row in rows]
+            slugs = conn.execute(select(table.c.slug).distinct()).scalars().all()
+            from rapidfuzz import process
+
+            close = [
+                slug
+                for slug, _score, _i in process.extract(
+                    wanted, slugs, limit=SUGGESTIONS, score_cutoff=SLUG_CUTOFF
+                )
+            ]
+            if not close:
+                return []
+            rows = conn.execute(
+                select(table).where(table.c.slug.in_(close)).limit(SUGGESTIONS)
+            ).all()
+        order = {slug: n for n, slug in enumerate(close)}
+        return [_candidate(row) for row in sorted(rows, key=lambda r: order[r.slug])]
 
     def search(
         self,

@@ -571,10 +571,32 @@ def blocks(
                 decoder.decode(c, final=not c)
                 for c in itertools.chain([first], iter(lambda: raw.read(block_bytes), b""), [b""])
             )
+        elif _interactive(source):
+            chunks = _until_short(source, first, block_bytes)
         else:
             rest: Iterator[str | bytes] = iter(lambda: source.read(block_bytes), source.read(0))
             chunks = itertools.chain([first], rest)
         yield from _blocks_of(chunks, block_bytes)
+
+
+def _until_short(
+    source: IO[bytes] | IO[str], first: str | bytes, size: int
+) -> Iterator[str | bytes]:
+    """A terminal's chunks. Its end of input (Ctrl-D) is not sticky: reading again would wait
+    for a second one. A buffered read comes back short only at the end, so that is the end."""
+    chunk = first
+    while True:
+        yield chunk
+        if len(chunk) < size:
+            return
+        chunk = source.read(size)
+
+
+def _interactive(source: IO[bytes] | IO[str]) -> bool:
+    try:
+        return bool(source.isatty())
+    except (AttributeError, ValueError, OSError):
+        return False
 
 
 def _pieces(data: str | bytes, size: int) -> Iterator[str | bytes]:

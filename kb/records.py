@@ -431,16 +431,8 @@ def parse_record(obj: object) -> Record:
                 else {key: value for key, value in obj.items() if key not in KEY_TO_COLUMN}
             )
             return _unicode_checked(Record(values=fast, extra=extra))
-    if not isinstance(obj, Mapping):
-        raise FieldError("record", f"expected a JSON object, got {_type_name(obj)}")
-    values: dict[str, Any] = {}
-    for spec in FIELDS:
-        if spec.key not in obj:
-            if spec.required:
-                raise FieldError(spec.key, "missing")
-            values[spec.column] = None
-            continue
-        values[spec.column] = spec.check(spec.key, obj[spec.key])
+    obj = _as_mapping(obj, "record")
+    values = _checked(obj, FIELDS)
     if values["schema_version"] != SCHEMA_VERSION:
         raise FieldError(
             "schemaVersion", f"unsupported version {values['schema_version']} (kb reads 2)"
@@ -450,6 +442,26 @@ def parse_record(obj: object) -> Record:
         raise error
     extra = {key: value for key, value in obj.items() if key not in KEY_TO_COLUMN}
     return _unicode_checked(Record(values=values, extra=extra))
+
+
+def _as_mapping(obj: object, what: str) -> Mapping[str, Any]:
+    if not isinstance(obj, Mapping):
+        raise FieldError(what, f"expected a JSON object, got {_type_name(obj)}")
+    return obj
+
+
+def _checked(obj: Mapping[str, Any], specs: tuple[FieldSpec, ...]) -> dict[str, Any]:
+    """Every field of `specs` checked, in order: the column values. Raises FieldError naming
+    the first bad field; an optional field that is absent is None."""
+    values: dict[str, Any] = {}
+    for spec in specs:
+        if spec.key in obj:
+            values[spec.column] = spec.check(spec.key, obj[spec.key])
+        elif spec.required:
+            raise FieldError(spec.key, "missing")
+        else:
+            values[spec.column] = None
+    return values
 
 
 def _unicode_checked(record: Record) -> Record:
@@ -545,16 +557,8 @@ REPOSITORY_KEYS: Final = frozenset(spec.key for spec in REPOSITORY_FIELDS)
 
 def parse_repository(obj: object) -> tuple[dict[str, Any], dict[str, Any]]:
     """Validate one `repos.json` row: its column values and its unknown fields."""
-    if not isinstance(obj, Mapping):
-        raise FieldError("repository", f"expected a JSON object, got {_type_name(obj)}")
-    values: dict[str, Any] = {}
-    for spec in REPOSITORY_FIELDS:
-        if spec.key not in obj:
-            if spec.required:
-                raise FieldError(spec.key, "missing")
-            values[spec.column] = None
-            continue
-        values[spec.column] = spec.check(spec.key, obj[spec.key])
+    obj = _as_mapping(obj, "repository")
+    values = _checked(obj, REPOSITORY_FIELDS)
     extra = {key: value for key, value in obj.items() if key not in REPOSITORY_KEYS}
     for key, value in [*values.items(), *extra.items()]:
         where = _lone_surrogate(value, key)

@@ -34,8 +34,9 @@ def safe(text: object, *, multiline: bool = True) -> str:
 class Style:
     """Terminal styling, off unless asked for (never with NO_COLOR or off a terminal)."""
 
-    def __init__(self, color: bool) -> None:
+    def __init__(self, color: bool, width: int = WRAP_WIDTH) -> None:
         self.color = color
+        self.width = width  # prose is wrapped to this many columns
 
     def _wrap(self, code: str, text: str) -> str:
         return f"\x1b[{code}m{text}\x1b[0m" if self.color else text
@@ -56,14 +57,12 @@ class Style:
         return self._wrap("32", text)
 
 
-def _paragraphs(text: object, indent: str = "  ") -> str:
+def _paragraphs(text: object, indent: str = "  ", width: int = WRAP_WIDTH) -> str:
     out = []
     for block in safe(text).split("\n\n"):
         block = " ".join(block.split())
         if block:
-            out.append(
-                textwrap.fill(block, WRAP_WIDTH, initial_indent=indent, subsequent_indent=indent)
-            )
+            out.append(textwrap.fill(block, width, initial_indent=indent, subsequent_indent=indent))
     return "\n\n".join(out)
 
 
@@ -71,14 +70,14 @@ def _code_block(text: object, indent: str = "    ") -> str:
     return "\n".join(indent + line for line in safe(text).rstrip().splitlines())
 
 
-def _numbered(items: Iterable[object], indent: str = "  ") -> str:
+def _numbered(items: Iterable[object], indent: str = "  ", width: int = WRAP_WIDTH) -> str:
     lines = []
     for number, item in enumerate(items, start=1):
         prefix = f"{indent}{number}. "
         lines.append(
             textwrap.fill(
                 safe(item, multiline=False),
-                WRAP_WIDTH,
+                width,
                 initial_indent=prefix,
                 subsequent_indent=" " * len(prefix),
             )
@@ -86,11 +85,11 @@ def _numbered(items: Iterable[object], indent: str = "  ") -> str:
     return "\n".join(lines)
 
 
-def _bullets(items: Iterable[object], indent: str = "  ") -> str:
+def _bullets(items: Iterable[object], indent: str = "  ", width: int = WRAP_WIDTH) -> str:
     return "\n".join(
         textwrap.fill(
             safe(item, multiline=False),
-            WRAP_WIDTH,
+            width,
             initial_indent=f"{indent}- ",
             subsequent_indent=f"{indent}  ",
         )
@@ -141,13 +140,14 @@ def record_body(record: dict[str, Any], style: Style) -> list[str]:
         parts.extend(
             ["", style.dim("  (only the compact index row is known: no documentation yet)")]
         )
-    section("What it means", _paragraphs(record.get("documentation")))
-    section("When it happens", _paragraphs(record.get("triggerScenarios")))
-    section("Common situations", _paragraphs(record.get("commonSituations")))
-    section("Solutions", _numbered(record.get("solutions") or []))
+    w = style.width
+    section("What it means", _paragraphs(record.get("documentation"), width=w))
+    section("When it happens", _paragraphs(record.get("triggerScenarios"), width=w))
+    section("Common situations", _paragraphs(record.get("commonSituations"), width=w))
+    section("Solutions", _numbered(record.get("solutions") or [], width=w))
     if record.get("exampleFix"):
         section("Example fix", style.code(_code_block(record["exampleFix"])))
-    section("Prevention tips", _bullets(record.get("preventionTips") or []))
+    section("Prevention tips", _bullets(record.get("preventionTips") or [], width=w))
     tags = [safe(tag, multiline=False) for tag in record.get("tags") or []]
     if tags:
         parts.extend(["", "Tags: " + ", ".join(tags)])
@@ -391,8 +391,8 @@ def _essentials(record: dict[str, Any], style: Style, indent: str) -> list[str]:
     """What to do about a matched error: its meaning, the solutions, the example fix."""
     out: list[str] = []
     sections = [
-        ("What it means", _paragraphs(record.get("documentation"), indent="  ")),
-        ("Solutions", _numbered(record.get("solutions") or [], indent="  ")),
+        ("What it means", _paragraphs(record.get("documentation"), width=style.width)),
+        ("Solutions", _numbered(record.get("solutions") or [], width=style.width)),
     ]
     if record.get("exampleFix"):
         sections.append(("Example fix", style.code(_code_block(record["exampleFix"]))))

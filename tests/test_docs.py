@@ -71,3 +71,16 @@ def test_readme_layout_gives_every_module_its_line() -> None:
     root = Path(__file__).parent.parent
     modules = sorted(str(path.relative_to(root)) for path in (root / "kb").rglob("*.py"))
     assert [m for m in modules if f"| `{m}` |" not in README] == []
+
+
+def test_kb_help_lists_every_command_whole_and_names_example_files_that_exist() -> None:
+    from click.testing import CliRunner
+
+    result = CliRunner().invoke(cli, ["--help"], terminal_width=80)
+    commands = result.output.split("Commands:\n", 1)[1].splitlines()
+    assert commands and not [line for line in commands if line.rstrip().endswith("...")]
+    root = Path(__file__).parent.parent
+    examples = result.output.split("Example:\n", 1)[1].split("\n\n", 1)[0]
+    for line in examples.splitlines():
+        for word in line.split()[2:]:
+            assert (root / word).exists(), word

@@ -626,3 +626,19 @@ def test_the_portable_writer_stores_what_the_sqlite_writer_stores(
         results.append(stored(db))
     assert results[0] == results[1]
     assert any(tag == "changed" for _id, tag in results[1][1])
+
+
+def test_a_folder_with_no_dataset_files_is_an_error_not_zero_records(
+    invoke: Any, tmp_path: Path, records: list[Any]
+) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "notes.md").write_text("not a dataset")
+    result = invoke("import", str(empty))
+    assert result.exit_code == 2
+    assert f"Error: {empty}: no dataset files (names ending .json/.jsonl" in result.stderr
+    # Beside a file that is one, the empty folder is a warning.
+    path = write_jsonl(tmp_path / "in.jsonl", records[:2])
+    both = invoke("import", str(empty), str(path))
+    assert both.exit_code == 0
+    assert f"warning: {empty}: no dataset files in this folder" in both.stderr

@@ -387,3 +387,37 @@ def test_the_library_reports_progress_repository_by_repository(db_path: Path, si
     assert report.inserted == len(site.records)
     total = len(site.repos)
     assert calls == [(n, total, repo) for n, repo in enumerate(site.repos, start=1)]
+
+
+def test_a_record_without_a_line_matches_by_its_message_and_by_a_frame_in_its_file(
+    invoke: Any, tmp_path: Path
+) -> None:
+    record = next(r for r in corpus_records() if r["repo"] == "numpy/numpy")
+    record = {**record, "lineNumber": None, "sourceCodeStart": None, "sourceCodeEnd": None}
+    unknown = {
+        **corpus_records(2)[1],
+        "filePath": "unknown",
+        "lineNumber": None,
+        "sourceCodeStart": None,
+        "sourceCodeEnd": None,
+    }
+    path = tmp_path / "records.jsonl"
+    path.write_text(json.dumps(record) + "\n" + json.dumps(unknown) + "\n")
+    assert invoke("import", str(path)).exit_code == 0
+    message = "ValueError: The order of integration must be non-negative"
+    assert record["errorMessage"] == "The order of integration must be non-negative"
+    bare = json.loads(invoke("match", "-", "--json", input=message + "\n").stdout)
+    assert [m["id"] for m in bare["matches"]] == [record["id"]]
+    traceback = (
+        "Traceback (most recent call last):\n"
+        '  File "/app/fit.py", line 3, in <module>\n'
+        "    lag.lagint(c, m=-1)\n"
+        f'  File "/usr/lib/python3.11/site-packages/{record["filePath"]}", line 700, in lagint\n'
+        '    raise ValueError("The order of integration must be non-negative")\n'
+        f"{message}\n"
+    )
+    framed = json.loads(invoke("match", "-", "--json", input=traceback).stdout)
+    [match] = framed["matches"]
+    assert match["id"] == record["id"]
+    assert f"frame:{record['filePath']}:700" in match["evidence"]
+    assert match["score"] > bare["matches"][0]["score"]

@@ -121,6 +121,16 @@ def test_the_best_frame_in_the_records_file_names_the_evidence() -> None:
     assert found.supports
 
 
+def test_a_record_without_a_line_is_pointed_at_by_a_frame_anywhere_in_its_file() -> None:
+    """Upstream writes lineNumber null when its analysis gave no line: the file still counts,
+    as much as a frame some way from a known line, never as much as the raise site."""
+    assert distance_weight(None, CFG) == CFG.frame_file
+    found = stack_evidence(
+        "pandas/core/frame.py", None, [(f"{SITE}/pandas/core/frame.py", 12)], CFG
+    )
+    assert found == (Raiser.RECORD_FILE, CFG.frame_file, "frame:pandas/core/frame.py:12")
+
+
 def test_a_record_without_a_file_is_never_pointed_at() -> None:
     assert stack_evidence("", 1, [(f"{SITE}/pandas/core/frame.py", 1)], CFG) is None
 
@@ -248,7 +258,7 @@ def test_library_messages_are_not_builtin(line: str) -> None:
 class NoLookups:
     """A knowledge base that knows no files and no packages."""
 
-    def file_records(self, frame: Frame) -> tuple[str, list[tuple[int, int]]] | None:
+    def file_records(self, frame: Frame) -> tuple[str, list[tuple[int | None, int]]] | None:
         return None
 
     def file_functions(self, frame: Frame) -> dict[str, tuple[int, ...]]:

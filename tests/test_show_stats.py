@@ -106,3 +106,55 @@ def test_stats_json_counts_by_repo_type_severity_and_imports(invoke: Any) -> Non
     assert figures["last_imports"][0]["inserted"] == 1
     text = invoke("stats").stdout
     assert text.startswith("Records  41 in ")
+
+
+def test_db_current_on_a_missing_file_says_so_and_creates_nothing(
+    invoke: Any, tmp_path: Path
+) -> None:
+    missing = tmp_path / "nowhere" / "kb.sqlite3"
+    result = invoke("db", "current", db=missing)
+    assert result.exit_code == 3
+    assert f"Error: no database at {missing}" in result.stderr
+    assert not missing.parent.exists()
+
+
+def test_show_suggests_what_a_near_miss_or_a_beginning_may_mean(invoke: Any) -> None:
+    invoke("import", str(RECORDS40))
+    record = seed_record()
+    invoke("import", str(SEED))
+    slug = record["slug"]  # unknown-kv-cache-group-kind-kind-in-backend-pe
+    for key in (slug[:20], slug.replace("cache", "cahce")):
+        result = invoke("show", key)
+        assert result.exit_code == 1
+        lines = result.stderr.splitlines()
+        assert lines[:2] == [
+            f"Error: no record has the id, slug or code {key!r}",
+            "Did you mean:",
+        ]
+        assert lines[2].startswith(f"  {record['id']}  {record['repo']}/{slug}  ")
+        assert "vllm/config/attention.py:169" in lines[2]
+    # A unique beginning of an id is that record, as in git.
+    shown = invoke("show", record["id"][:8], "--format", "json")
+    assert json.loads(shown.stdout)["id"] == record["id"]
+
+
+def test_an_ambiguous_slug_in_one_repository_lists_what_tells_the_records_apart(
+    invoke: Any, tmp_path: Path
+) -> None:
+    record = seed_record()
+    twin = dict(
+        record,
+        id="0123456789abcdef",
+        filePath="vllm/config/compile.py",
+        lineNumber=88,
+        sourceCodeStart=80,
+        sourceCodeEnd=96,
+    )
+    write_jsonl(tmp_path / "in.jsonl", [record, twin])
+    invoke("import", str(tmp_path / "in.jsonl"))
+    result = invoke("show", f"{record['repo']}/{record['slug']}")
+    assert result.exit_code == 2
+    assert "  0123456789abcdef  vllm-project/vllm/" in result.stderr
+    assert "vllm/config/compile.py:88 Unknown KV cache group kind" in result.stderr
+    assert "vllm/config/attention.py:169 Unknown KV cache group kind" in result.stderr
+    assert result.stderr.rstrip().endswith("Use the id to pick one.")

@@ -28,6 +28,7 @@ from kb.ingest.importer import DEFAULT_BATCH_SIZE, Importer
 from kb.ingest.reading import Container, ProgressFn, Source, is_url
 from kb.ingest.report import ImportReport, Rejection, SourceFailure, UpToDate
 from kb.ingest.site import (
+    DATA_SUFFIXES,
     InputPlan,
     Manifest,
     expand_inputs,
@@ -91,7 +92,15 @@ def import_sources(
     unless `force`.
     """
     plan = expand_inputs(list(specs))
+    suffixes = "/".join(DATA_SUFFIXES)
+    if not plan.sources and not plan.skipped:
+        folders = ", ".join(plan.empty) or "the inputs"
+        raise InputError(
+            f"{folders}: no dataset files (names ending {suffixes}, or .gz of those)",
+            hint="Name the files to import, or a folder that holds them.",
+        )
     report = ImportReport(files=list(plan.sources))
+    report.warnings += [f"{folder}: no dataset files in this folder" for folder in plan.empty]
     report.skipped = [
         f"{where}: {count:,} file{'s' if count > 1 else ''} skipped (not records)"
         for where, count in plan.skipped.items()

@@ -187,6 +187,7 @@ class InputPlan:
     sources: list[str] = field(default_factory=list)
     walked: set[str] = field(default_factory=set)  # found in a folder: repos.json is metadata
     skipped: dict[str, int] = field(default_factory=dict)  # "folder: what" -> files
+    empty: list[str] = field(default_factory=list)  # folders with no dataset file at all
 
 
 def site_file_kind(path: Path) -> str | None:
@@ -217,7 +218,10 @@ def expand_inputs(specs: list[str] | tuple[str, ...]) -> InputPlan:
             continue
         path = Path(spec)
         if path.is_dir():
+            before = (len(plan.sources), sum(plan.skipped.values()))
             _expand_folder(path, plan)
+            if (len(plan.sources), sum(plan.skipped.values())) == before:
+                plan.empty.append(spec)
         elif path.exists():  # a file, or a pipe such as <(zcat f) or /dev/stdin
             kind = site_file_kind(path.absolute()) if path.is_file() else None
             if kind is None:

@@ -52,6 +52,8 @@ if TYPE_CHECKING:
     from kb.matcher.index import MatcherIndex
 
 # A temporary cache file this old is left over from a killed build.
+# What upstream writes as filePath when the analysis found no file: no frame can be in it.
+UNKNOWN_FILE: Final = "unknown"
 STALE_TMP_SECONDS: Final = 3600
 # Records a build holds before writing them to the cache: bounds its memory, amortises inserts.
 BUILD_CHUNK = 2_000
@@ -90,7 +92,7 @@ class PatternSource:
     error_class: str | None
     error_code: str | None
     file_path: str
-    line_number: int
+    line_number: int | None  # None: the dataset gives no line (upstream's analysis found none)
     prepared: PreparedPattern | None = None
     function: str | None = None  # the raising function's name (raising_function)
 
@@ -106,7 +108,7 @@ def sources_from_records(records: Iterable[dict[str, Any]]) -> Iterator[PatternS
             error_class=rec.get("errorClass"),
             error_code=rec.get("errorCode"),
             file_path=rec.get("filePath") or "",
-            line_number=int(rec.get("lineNumber") or 0),
+            line_number=rec.get("lineNumber"),
             function=raising_function(
                 file_path=rec.get("filePath") or "",
                 line_number=rec.get("lineNumber"),
@@ -299,7 +301,7 @@ class _RowWriter:
         kp_rows: list[tuple[str, int]] = []
         fz_rows: list[tuple[str, int]] = []
         record_rows: list[tuple[Any, ...]] = []
-        file_rows: list[tuple[str, int, int]] = []
+        file_rows: list[tuple[str, int | None, int]] = []
         function_rows: list[tuple[str, int]] = []
         for rec_idx, src, prep, ident in chunk:
             if ident is not None and prep.regex is not None:
@@ -336,6 +338,8 @@ class _RowWriter:
             if code and len(code) >= MIN_CODE_CHARS and code not in NOT_CODES:
                 self.codes.setdefault(code, []).append(rec_idx)
             path = src.file_path.replace("\\", "/").lstrip("./")
+            if path == UNKNOWN_FILE:
+                path = ""
             if path:
                 file_rows.append((path, src.line_number, rec_idx))
                 if "/" in path:

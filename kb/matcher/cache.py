@@ -31,8 +31,9 @@ from kb.sql import select_in
 
 # Bumped whenever what is written changes; a cache of another format is rebuilt.
 # 10: no traceback marker key, no unread columns (keys.kind, records.repo/error_code/pattern).
-# 11: records.function, the functions and words tables, more error markers.
-FORMAT_VERSION = 11
+# 11: a record without a lineNumber has NULL there, not 0.
+# 12: records.function, the functions and words tables, more error markers.
+FORMAT_VERSION = 12
 CACHE_FILE: Final = "matcher.sqlite3"
 SCHEMA: Final = """
     CREATE TABLE meta (k TEXT PRIMARY KEY, v BLOB);
@@ -175,7 +176,7 @@ class Record:
     id: str
     error_class: str | None
     file_path: str
-    line_number: int
+    line_number: int | None  # None: unknown, a frame anywhere in the file counts
     error_message: str
     function: str | None = None  # the raising function's name, when the record says it
 
@@ -212,7 +213,7 @@ class CacheReader:
         self._key_text: dict[int, str] = {}
         self._patterns: dict[int, Pattern] = {}
         self._records: dict[int, Record] = {}
-        self._files: dict[str, tuple[str, list[tuple[int, int]]] | None] = {}
+        self._files: dict[str, tuple[str, list[tuple[int | None, int]]] | None] = {}
         self._functions: dict[str, list[int]] = {}
         self._file_functions: dict[str, Mapping[str, tuple[int, ...]]] = {}
         self._packages: frozenset[str] | None = None
@@ -299,14 +300,14 @@ class CacheReader:
             self.load_records([idx])
         return self._records[idx]
 
-    def file_records(self, frame: Frame) -> tuple[str, list[tuple[int, int]]] | None:
+    def file_records(self, frame: Frame) -> tuple[str, list[tuple[int | None, int]]] | None:
         """(filePath, [(lineNumber, record)]) for the longest known path that the frame's path
         ends with, or None."""
         if frame.path in self._files:
             return self._files[frame.path]
         suffixes = list(frame.path_suffixes())[:MAX_PATH_PARTS]
         marks = ",".join("?" * len(suffixes))
-        found: dict[str, list[tuple[int, int]]] = {}
+        found: dict[str, list[tuple[int | None, int]]] = {}
         for path, line_number, rec in self._con.execute(
             f"SELECT file_path, line_number, rec FROM files WHERE file_path IN ({marks})",
             suffixes,
@@ -326,7 +327,7 @@ class CacheReader:
             lines: dict[str, list[int]] = {}
             for line_number, rec in entries:
                 function = self.record(rec).function
-                if function:
+                if function and line_number is not None:
                     lines.setdefault(function, []).append(line_number)
             self._file_functions[frame.path] = {f: tuple(n) for f, n in lines.items()}
         return self._file_functions[frame.path]

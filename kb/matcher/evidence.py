@@ -407,9 +407,12 @@ def package_on_line(module: str | None, package: str, known_packages: Container[
     return Says.DISAGREES if module in known_packages else Says.NOTHING
 
 
-def distance_weight(delta: int, config: ScoringConfig) -> float:
+def distance_weight(delta: int | None, config: ScoringConfig) -> float:
     """How strongly a frame in the record's file says the record raised the error, by its
-    distance in lines from the record's lineNumber (0: the raise site itself)."""
+    distance in lines from the record's lineNumber (0: the raise site itself; None: the record
+    has no lineNumber, so the file is all a frame can agree on)."""
+    if delta is None:
+        return config.frame_file
     if delta == 0:
         return config.frame_exact
     if delta <= config.frame_near_lines:
@@ -419,7 +422,7 @@ def distance_weight(delta: int, config: ScoringConfig) -> float:
 
 def stack_evidence(
     file_path: str,
-    line_number: int,
+    line_number: int | None,
     stack: Sequence[tuple[str, int]],
     config: ScoringConfig,
     *,
@@ -442,7 +445,8 @@ def stack_evidence(
     for i, (path, line) in enumerate(stack):  # inline tests: runs for every frame and record
         same_function = function is not None and i < len(functions) and functions[i] == function
         if file_path and (path == file_path or path.endswith(tail)):
-            weight = distance_weight(abs(line - line_number), config)
+            delta = None if line_number is None else abs(line - line_number)
+            weight = distance_weight(delta, config)
             if same_function:
                 weight = max(weight, config.frame_function)
             if weight > best:
@@ -555,7 +559,7 @@ class Candidate:
 class Lookups(Protocol):
     """What scoring asks the knowledge base (kb.matcher.cache.CacheReader answers)."""
 
-    def file_records(self, frame: Frame) -> tuple[str, list[tuple[int, int]]] | None: ...
+    def file_records(self, frame: Frame) -> tuple[str, list[tuple[int | None, int]]] | None: ...
 
     def file_functions(self, frame: Frame) -> Mapping[str, tuple[int, ...]]: ...
 
@@ -695,7 +699,8 @@ class Scorer:
         message matched no pattern; `path` is the record's filePath the frame's path ends
         with."""
         cfg = self.config
-        delta = abs(frame.line - record.line_number)
+        # Only records with a line are raise-site candidates (the scan never offers others).
+        delta = abs(frame.line - (record.line_number or 0))
         if delta == 0:
             base = cfg.raise_site_exact
         else:

@@ -9,7 +9,7 @@ matches of one log, best first.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -62,6 +62,14 @@ class Match:
     occurrences: int = 1
     other_lines: list[int] = field(default_factory=list)
     duplicates: list[str] = field(default_factory=list)
+    # Where the record comes from when asked for (set by the knowledge base that matched).
+    source: RecordSource | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def record(self) -> dict[str, Any] | None:
+        """The matched record in the dataset's own keys, fetched when first asked for (with
+        every other match of the same report, in one query); None for a bare index."""
+        return None if self.source is None else self.source.get(self.id)
 
     @property
     def log_order(self) -> tuple[int, int, float]:
@@ -90,6 +98,23 @@ class Match:
             "other_lines": list(self.other_lines),
             "duplicates": list(self.duplicates),
         }
+
+
+class RecordSource:
+    """Records by id for a report's matches: one fetch, the first time any is asked for."""
+
+    def __init__(self, ids: Iterable[str], fetch: Callable[[list[str]], dict[str, Any]]):
+        self._ids = list(dict.fromkeys(ids))
+        self._fetch = fetch
+        self._records: dict[str, Any] | None = None
+
+    def get(self, record_id: str) -> dict[str, Any] | None:
+        if self._records is None:
+            self._records = self._fetch(self._ids)
+        found = self._records.get(record_id)
+        if found is None and record_id not in self._ids:  # asked for one not in the report
+            found = self._fetch([record_id]).get(record_id)
+        return found
 
 
 @dataclass

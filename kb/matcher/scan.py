@@ -546,7 +546,10 @@ class LogScan:
             return []
         path, entries = found
         near = self.scorer.config.frame_near_lines
-        nearby = [(n, rec_idx) for n, rec_idx in entries if abs(frame.line - n) <= near]
+        # A raise site is a line: a record without a lineNumber is never found by its file alone.
+        nearby = [
+            (n, rec_idx) for n, rec_idx in entries if n is not None and abs(frame.line - n) <= near
+        ]
         self.reader.load_records(rec_idx for _, rec_idx in nearby)
         subject = exception[1] if exception else ""
         out: list[Candidate] = []
@@ -803,9 +806,9 @@ class LogScan:
                 self.reader.load_records(rec for _n, rec in entries)
                 for line_number, rec in entries:
                     record = self.reader.record(rec)
-                    if abs(line_number - frame.line) <= near or (
-                        function is not None and record.function == function
-                    ):
+                    # a record without a lineNumber could be anywhere in the file
+                    close = line_number is None or abs(line_number - frame.line) <= near
+                    if close or (function is not None and record.function == function):
                         out[rec] = None
             package = package_of_path(frame.norm_path)
             if (
