@@ -128,7 +128,7 @@ def test_a_record_without_a_line_is_pointed_at_by_a_frame_anywhere_in_its_file()
     found = stack_evidence(
         "pandas/core/frame.py", None, [(f"{SITE}/pandas/core/frame.py", 12)], CFG
     )
-    assert found == (Raiser.RECORD_FILE, CFG.frame_file, "frame:pandas/core/frame.py:12")
+    assert found == (Raiser.RECORD_FILE, CFG.frame_file, "frame:pandas/core/frame.py:12", 0)
 
 
 def test_a_record_without_a_file_is_never_pointed_at() -> None:
