@@ -109,6 +109,9 @@ TRACEBACK_TEXT_RE: Final = re.compile(
 )
 # A path inside installed code, and its part from the package folder on.
 INSTALLED_RE: Final = re.compile(r"(?:site-packages|dist-packages|node_modules)/(.+)$")
+# A phrase's placeholders that swallowed this many words of prose may hide a specific
+# template's words (then the near misses are looked up).
+PROSE_WORDS: Final = 2
 # A phrase template's score next to a specific one reading the same text: just below it.
 PHRASE_BELOW: Final = 0.99
 # A near miss reads a line better than the phrase that matched it when this many times as
@@ -466,7 +469,7 @@ class LogScan:
             sure = [
                 c
                 for c in candidates
-                if c.method != "frame" and not c.doubted and not (c.phrase and c.unsupported)
+                if c.method != "frame" and not c.doubted and not self._may_read_better(c)
             ]
             if max((c.score for c in sure), default=0.0) < self.min_score:
                 # the message matched, but not a record the traceback agrees with: a reworded
@@ -487,6 +490,15 @@ class LogScan:
                     candidates.extend(near)
             self._emit(candidates)
         return used
+
+    def _may_read_better(self, cand: Candidate) -> bool:
+        """Whether a specific template may read a phrase's line better: the phrase has nothing
+        but its words behind it, and its placeholders swallowed prose ("MRV set computation
+        for derivatives" into "{func} not implemented"), not values ("<class 'str'>", 64)."""
+        if not (cand.phrase and cand.unsupported):
+            return False
+        swallowed = normalize_template(" ".join(cand.hit.captures))
+        return len(swallowed.split()) >= PROSE_WORDS
 
     def _emit_raise_sites(self, tracebacks: list[Traceback], upto: int | None) -> None:
         """Tracebacks whose message matched no pattern: the raise site may still name the
