@@ -17,13 +17,11 @@ from typing import TYPE_CHECKING, Final
 from kb import logtext
 from kb.logtext import (
     LineBlock,
-    cut_message,
     exception_of,
     level_of,
     raised_line,
     repr_exception,
     strip_prefix,
-    unrepr_message,
 )
 from kb.matcher.cache import (
     CODE,
@@ -33,30 +31,25 @@ from kb.matcher.cache import (
     CacheReader,
     Pattern,
     normalize_template,
-    words_of,
 )
 from kb.matcher.evidence import (
     Candidate,
     Scorer,
     calibrated,
-    is_builtin_message,
-    package_of_path,
     uncalibrated,
 )
 from kb.matcher.prefilter import BlockScan, Prefilter, lines_at
-from kb.matcher.rank import MAX_SUGGESTED, Matches, Unmatched, rank, to_match
+from kb.matcher.rank import Matches, Unmatched, rank, to_match
 from kb.matcher.tracebacks import (
     CODE_LINE_RE,
     PYTHON_STYLES,
     SOURCE_LINE_RE,
     SeenFrame,
     Traceback,
-    function_name,
     group_tracebacks,
     is_quoted_source,
 )
-from kb.matcher.verify import VALUE_STOP_RE, Hit, Verifier, has_code, subjects
-from kb.text import clip
+from kb.matcher.verify import Hit, Verifier, has_code, subjects
 
 if TYPE_CHECKING:
     from kb.matcher.fuzzy import NearMiss, NearMissSearch
@@ -74,41 +67,14 @@ TRACEBACK_ABOVE: Final = 2
 FRAMES_BELOW: Final = 6
 # A raising frame adds no match of its own this close to a match of the same record.
 FRAME_ONLY_NEAR: Final = 80
-# Near misses one match call may look up (distinct messages): each searches every template.
-MAX_NEAR_MISS_QUERIES: Final = 40
 # Pastes this short get every line tried as a near miss, not only error-looking ones, and each
 # paragraph (a message hard-wrapped over lines) as one.
 SHORT_PASTE_LINES: Final = 40
-PARAGRAPH_MAX_LINES: Final = 8
-# A short paste with nothing known in it lists at most this many of its lines that resemble a
-# known message.
-SHORT_PASTE_UNMATCHED: Final = 3
-# ... lines that line up with a specific known template at least this well (Alignment.gap).
+# A short paste's lines that line up with a specific known template at least this well
+# (Alignment.gap) resemble a known message: listed as unrecognised when nothing is known.
 RESEMBLES: Final = 0.7
 # Levels of lines that are not errors, whatever they resemble.
 CHATTER_LEVELS: Final = frozenset({"TRACE", "DEBUG", "INFO", "NOTICE", "WARN"})
-# An unmatched line is searched by this many of its rarest words.
-SUGGEST_WORDS: Final = 5
-# Distinct unmatched lines reported at most (the rest of a noisy log's are left out).
-MAX_UNMATCHED: Final = 50
-UNMATCHED_TEXT_CHARS: Final = 300
-# Rows above a traceback's first frame that belong to it: its header, and the log line that
-# announced it ("ERROR job failed").
-TRACEBACK_HEAD_ROWS: Final = 2
-# A traceback without its exception line is one error with a match this close below it.
-FRAMELESS_REACH: Final = 60
-# "During handling of the above exception" / "The above exception was the direct cause": the
-# next traceback follows from this one (looked for this few rows under its exception).
-CHAIN_ROWS: Final = 4
-CHAIN_RE: Final = re.compile(r"During handling of the above exception|The above exception was")
-# Where a message was cut short, anywhere in a line (a summary line joined with the next).
-ELLIPSIS_RE: Final = re.compile(r"\.\.\.|…")
-# Lines of a traceback's own text, never an error of their own.
-TRACEBACK_TEXT_RE: Final = re.compile(
-    r"(?:Traceback \(most recent call last\)|During handling of|The above exception)"
-)
-# A path inside installed code, and its part from the package folder on.
-INSTALLED_RE: Final = re.compile(r"(?:site-packages|dist-packages|node_modules)/(.+)$")
 # A phrase's placeholders that swallowed this many words of prose may hide a specific
 # template's words (then the near misses are looked up).
 PROSE_WORDS: Final = 2
@@ -117,18 +83,6 @@ PHRASE_BELOW: Final = 0.99
 # A near miss reads a line better than the phrase that matched it when this many times as
 # much of its text agrees with the line.
 PHRASE_MARGIN: Final = 2.0
-# A message may run on below its exception line over this many lines.
-MAX_MESSAGE_LINES: Final = 12
-# A message shorter than TEMPLATE_MIN_CHARS is aligned only with the records its traceback
-# points at, and not at all below this.
-SHORT_QUERY_CHARS: Final = 8
-# Frames of a traceback (innermost first) whose files' records are aligned with its message,
-# and at most how many records they bring.
-FRAME_FILES: Final = 6
-FRAME_RECORDS: Final = 80
-# A function name raised in more places than this (`validate`, `forward`) says too little to
-# follow it into other modules.
-MOVED_RECORDS: Final = 40
 # pytest prints the raise site as "path.py:466: InvalidVersion": one regex pass over a block's
 # bytes finds them, since ".py:" alone is on every line of some logs ("[loggers.py:123]").
 PYTEST_LOC_RE: Final = re.compile(r"\.py:\d+: ")
@@ -366,10 +320,10 @@ class LogScan:
         self.tried_codes.add((key_id, row))
         records = self.reader.code_records(code)
         self.hits.append(
-            self._line_hit(line_index, "code", None, records, code=code, level=level_of(line))
+            self.line_hit(line_index, "code", None, records, code=code, level=level_of(line))
         )
 
-    def _line_hit(
+    def line_hit(
         self,
         line_index: int,
         method: str,
@@ -477,7 +431,7 @@ class LogScan:
                 row = tb.exception_row if tb is not None and tb.exception_row is not None else first
                 if row in self.errors and row not in self.near_miss_rows:
                     self.near_miss_rows.add(row)
-                    near = self._near_miss_candidates(row, self.errors[row], tb)
+                    near = self.near_miss_candidates(row, self.errors[row], tb)
                     phrase = max((c.literal_chars for c in candidates if c.phrase), default=0)
                     if phrase:
                         # a phrase read it: only a template that agrees with much more of the
@@ -520,7 +474,7 @@ class LogScan:
             if exception is not None and row not in self.near_miss_rows:
                 self.near_miss_rows.add(row)
                 self.aligned = None
-                near = self._near_miss_candidates(row, exception, tb)
+                near = self.near_miss_candidates(row, exception, tb)
                 aligned = self._last_aligned()
                 if aligned is not None:
                     # the message was read, and it is not the raise site's: a frame alone
@@ -618,7 +572,9 @@ class LogScan:
         self._try_near_misses(self.errors, upto, by_exception)
         if upto is not None or self.lines_total > SHORT_PASTE_LINES:
             return
-        for first, last, text in self._paragraphs():
+        from kb.matcher import nearmiss
+
+        for first, last, text in nearmiss.paragraphs(self):
             rows = range(first, last + 1)
             if first in self.near_miss_rows or self.claimed.intersection(rows):
                 continue
@@ -626,7 +582,7 @@ class LogScan:
                 continue
             self.near_miss_rows.add(first)
             self.aligned = None
-            if self._emit(self._near_miss_candidates(first, ("", text), None, last=last)):
+            if self._emit(self.near_miss_candidates(first, ("", text), None, last=last)):
                 self.claimed.update(rows)
             elif self._last_aligned() and self.aligned_best >= RESEMBLES:
                 self.resembling[first] = (text, last)  # like a known message, not enough
@@ -661,33 +617,15 @@ class LogScan:
             if self.window.line_nos[line_index] in done:
                 continue
             self.aligned = None
-            found = self._near_miss_candidates(row, errors[row], by_exception.get(row))
+            found = self.near_miss_candidates(row, errors[row], by_exception.get(row))
             resembles = self._last_aligned() and self.aligned_best >= RESEMBLES
             chatter = level_of(self.window.lines[line_index]) in CHATTER_LEVELS
             if not self._emit(found) and remember and resembles and not chatter:
                 self.resembling.setdefault(row, (errors[row][1], row))
 
-    def _paragraphs(self) -> list[tuple[int, int, str]]:
-        """Runs of two or more non-blank lines of a short paste, each joined into one line (a
-        message hard-wrapped on word boundaries), without an introduction ending in ":"."""
-        out: list[tuple[int, int, str]] = []
-        run: list[int] = []
-        lines = self.window.lines
-        for line_index in range(len(lines) + 1):
-            line = strip_prefix(lines[line_index]) if line_index < len(lines) else ""
-            if line.strip() and not SOURCE_LINE_RE.match(line):
-                run.append(line_index)
-                continue
-            while run and strip_prefix(lines[run[0]]).rstrip().endswith(":"):
-                run.pop(0)  # "Copied from the report:", "Error:"
-            if 2 <= len(run) <= PARAGRAPH_MAX_LINES:
-                text = " ".join(strip_prefix(lines[k]).strip() for k in run)
-                first = self.window.first_row
-                out.append((first + run[0], first + run[-1], text))
-            run = []
-        return out
+    # ---- what no record explains -------------------------------------------------------------
 
-    def _near_miss_candidates(
+    def near_miss_candidates(
         self,
         row: int,
         error: tuple[str, str],
@@ -695,318 +633,37 @@ class LogScan:
         *,
         last: int | None = None,
     ) -> list[Candidate]:
-        """The records a reworded message on `row` (to `last`) may be: the templates closest
-        to it, and the records raised where its traceback's frames are."""
-        line_index = row - self.window.first_row
-        if not 0 <= line_index < len(self.window.lines):
-            return []
-        printed_class, message = error
-        if printed_class.endswith("KeyError"):
-            message = unrepr_message(message) or message
-        if (
-            last is None
-            and printed_class
-            and not strip_prefix(self.window.lines[line_index])[:1].isspace()
-        ):
-            # a message of several lines runs on below its exception line (an indented one is
-            # source code or a docstring quoted in a report)
-            more, end = self._continuation(line_index)
-            if more:
-                message = message + "\n" + more
-                last = row + (end - line_index)
-        message, cut = cut_message(message)
-        query = normalize_template(message)
-        frame_records = self._frame_records(tb)
-        if len(query) < TEMPLATE_MIN_CHARS and (
-            not frame_records or len(query) < SHORT_QUERY_CHARS
-        ):
-            return []
-        key = (query, cut, tuple(frame_records))
-        if key in self.near_miss_found:
-            found = self.near_miss_found[key]
-        elif self.near_miss_queries >= MAX_NEAR_MISS_QUERIES:
-            return []
-        else:
-            self.near_miss_queries += 1
-            found = self.near_misses().lookup(
-                query, self.scorer.config, cut=cut, records=frame_records
-            )
-            self.near_miss_found[key] = found
-        self.aligned = {rec for near in found for rec in near.records}
-        phrase = self.scorer.config.phrase_literal_chars
-        self.aligned_best = max(
-            (n.alignment.gap for n in found if n.alignment.template_chars >= phrase), default=0.0
-        )
-        if not found:
-            return []
-        said = f"{printed_class}: {message}" if printed_class else message
-        builtin = is_builtin_message(said)
-        hit = self._line_hit(line_index, "fuzzy", None, ())
-        if last is not None and last != row:
-            last_index = last - self.window.first_row
-            hit = Hit(
-                first=row,
-                last=last,
-                line=self.window.line_nos[line_index],
-                end_line=self.window.end_nos[last_index],
-                method="fuzzy",
-                pattern=None,
-                records=(),
-                subject=message,
-            )
-        candidates: list[Candidate] = []
-        self.reader.load_records(rec_idx for near in found for rec_idx in near.records)
-        for near in found:
-            for rec_idx in near.records:
-                cand = self.scorer.score_near_miss(
-                    self.reader.record(rec_idx),
-                    hit,
-                    near.alignment,
-                    printed_class,
-                    tb,
-                    builtin,
-                )
-                if cand is not None:
-                    candidates.append(cand)
-        return candidates
+        """The records a reworded message on `row` (to `last`) may be (kb.matcher.nearmiss,
+        loaded only now)."""
+        from kb.matcher import nearmiss
 
-    def _continuation(self, line_index: int) -> tuple[str, int]:
-        """The lines below an exception line that carry its message on (a message of several
-        lines), joined, and the index of the last; ("", line_index) when none does. They have
-        no log prefix of their own (or the exception line's very prefix), are not blank, and
-        are no frame, exception line or new traceback."""
-        lines = self.window.lines
-        line = lines[line_index]
-        prefix = line[: len(line) - len(strip_prefix(line))]
-        end = line_index
-        more: list[str] = []
-        while end + 1 < len(lines) and end - line_index < MAX_MESSAGE_LINES:
-            following = lines[end + 1]
-            if prefix and following.startswith(prefix):
-                body = following[len(prefix) :]
-            elif strip_prefix(following) != following or VALUE_STOP_RE.match(following):
-                break
-            else:
-                body = following
-            if (
-                not body.strip()
-                or VALUE_STOP_RE.match(body)
-                or exception_of(body.strip()) is not None
-                or logtext.parse_frame(body) is not None
-            ):
-                break
-            more.append(body)
-            end += 1
-        return "\n".join(more), end
-
-    def _frame_records(self, tb: Traceback | None) -> list[int]:
-        """Records raised where the traceback's library frames are: in the frame's file, in
-        its function or near its line, or in a function of its name elsewhere in its package
-        (moved between versions). Their messages are aligned with the exception's even when
-        no shortlist has them."""
-        if tb is None or not tb.frames:
-            return []
-        near = self.scorer.config.frame_file_lines
-        out: dict[int, None] = {}
-        moved_tried = False
-        for seen in tb.frames[:FRAME_FILES]:
-            frame = seen.frame
-            function = function_name(frame.func)
-            found = self.reader.file_records(frame)
-            if found is not None:
-                _path, entries = found
-                self.reader.load_records(rec for _n, rec in entries)
-                for line_number, rec in entries:
-                    record = self.reader.record(rec)
-                    # a record without a lineNumber could be anywhere in the file
-                    close = line_number is None or abs(line_number - frame.line) <= near
-                    if close or (function is not None and record.function == function):
-                        out[rec] = None
-            package = package_of_path(frame.norm_path)
-            if (
-                not moved_tried
-                and package is not None
-                and package in self.reader.known_packages()
-                and function is not None
-                and function.isidentifier()
-                and not function.endswith("__")
-            ):
-                # the innermost frame of a known library: its function may have moved to
-                # another module of the library since the version that printed this
-                moved_tried = True
-                moved = self.reader.function_records(function)
-                if len(moved) <= MOVED_RECORDS:
-                    self.reader.load_records(moved)
-                    for rec in moved:
-                        if self.reader.record(rec).package == package:
-                            out[rec] = None
-            if len(out) >= FRAME_RECORDS:
-                break
-        return list(out)[:FRAME_RECORDS]
+        return nearmiss.candidates(self, row, error, tb, last=last)
 
     # ---- what no record explains -------------------------------------------------------------
 
     def _collect_unmatched(self, upto: int | None, tracebacks: list[Traceback]) -> None:
-        """Error-looking lines of the settled rows that no match explains: each traceback's
-        exception (with its innermost library frame; a chain of tracebacks is one error),
-        other exception lines, ERROR / FATAL lines outside tracebacks (a run of them is one
-        record printed over lines). Identical ones are one entry, at most MAX_UNMATCHED."""
+        """The settled rows' error-looking lines no match explains, into `unmatched`
+        (kb.matcher.unexplained, loaded only when some row may be one)."""
         window = self.window
-        bound = window.first_row + len(window.lines)
-        if upto is not None:
-            bound = upto - LOOKAHEAD_LINES
+        bound = window.first_row + len(window.lines) if upto is None else upto - LOOKAHEAD_LINES
         first = max(self.unmatched_from, window.first_row)
         if bound <= first:
             return
-        found: list[tuple[int, str | None, str, str | None]] = []
-        in_traceback: set[int] = set()
-        chain: list[tuple[Traceback, range]] = []
-        waiting = False
-        for tb in sorted((t for t in tracebacks if t.frames), key=lambda t: t.frames[-1].row):
-            rows = [seen.row for seen in tb.frames]
-            top = min(rows) - TRACEBACK_HEAD_ROWS
-            exception_row = tb.exception_row
-            error = self.errors.get(exception_row) if exception_row is not None else None
-            if exception_row is None or not self._starts_with_class(exception_row, error):
-                error = None  # "except TypeError:" in a quoted listing, not the exception
-            if error is not None and exception_row is not None:
-                end = exception_row
-                if end - window.first_row >= 0:
-                    end = self._continuation(end - window.first_row)[1] + window.first_row
-                reach = range(top, end + 1)
-            else:
-                end = max(rows)
-                reach = range(top, end + FRAMELESS_REACH)
-            in_traceback.update(range(top, end + 1))
-            chain.append((tb, reach))
-            if error is not None and self._chained_below(end):
-                continue  # "During handling of the above exception": one error with the next
-            links, chain = chain, []
-            last_row = max(r.stop for _tb, r in links)
-            if last_row > bound and upto is not None:
-                waiting = True  # the end of the chain is not settled yet
-                break
-            if any(self.explained.intersection(r) for _tb, r in links):
-                continue
-            for link, _reach in links:
-                row = link.exception_row if link.exception_row is not None else link.frames[0].row
-                if not first <= row < bound:
-                    continue
-                error = self.errors.get(row)
-                if error is None or not self._starts_with_class(row, error):
-                    row = link.frames[0].row
-                    text = strip_prefix(window.line_at(row) or "").strip()
-                    found.append((row, None, text, self._library_frame(link)))
-                else:
-                    found.append((row, error[0] or None, error[1], self._library_frame(link)))
-        if waiting:
-            bound = min(bound, min(r.start for _tb, r in chain) if chain else bound)
-        for row, (printed_class, message) in self.errors.items():
-            settled = first <= row < bound and row not in in_traceback
-            if settled and row not in self.explained and message.strip():  # not a bare "Error:"
-                found.append((row, printed_class or None, message, None))
-        for run in self._level_runs(first, bound):
-            if in_traceback.intersection(run) or self.explained.intersection(run):
-                continue
-            row = run[0]
-            if row in self.errors:
-                continue
-            text = strip_prefix(window.line_at(row) or "").strip()
-            if text and not TRACEBACK_TEXT_RE.match(text):
-                found.append((row, None, text, None))
-        if upto is None and not found and not self.unmatched and not self.matches.found:
-            # A short paste with nothing known in it: its lines that resemble a known message,
-            # if not enough to name one, are what it is about (a paragraph before its lines).
-            taken: set[int] = set()
-            for row in sorted(self.resembling):
-                text, last = self.resembling[row]
-                if row not in taken and first <= row < bound:
-                    found.append((row, None, text, None))
-                    taken.update(range(row, last + 1))
-            found = found[:SHORT_PASTE_UNMATCHED]
-        self.unmatched_from = bound
-        for row, named_class, message, frame in sorted(found, key=lambda f: f[0]):
-            if self._repeats_a_match(message):
-                continue  # a matched error again, cut short (pytest's short summary)
-            key = (named_class, normalize_template(message) or message)
-            seen = self.unmatched_by_key.get(key)
-            if seen is not None:
-                seen.occurrences += 1
-                continue
-            if len(self.unmatched) >= MAX_UNMATCHED:
-                continue
-            line_index = row - window.first_row
-            text = strip_prefix(window.lines[line_index]).strip()
-            entry = Unmatched(
-                line=window.line_nos[line_index],
-                text=clip(text, UNMATCHED_TEXT_CHARS),
-                error_class=named_class,
-                frame=frame,
-                message=message,
-                words=self._rarest_words(message) if len(self.unmatched) < MAX_SUGGESTED else (),
-            )
-            self.unmatched_by_key[key] = entry
-            self.unmatched.append(entry)
+        if upto is not None or self.lines_total > SHORT_PASTE_LINES or self.matches.found:
+            # most logs: every error line is explained, and that is all there is to know
+            settled = range(first, bound)
+            rows = [r for r in (*self.errors, *self.level_rows) if r in settled]
+            rows += [
+                tb.exception_row if tb.exception_row is not None else tb.frames[0].row
+                for tb in tracebacks
+                if tb.frames
+            ]
+            if all(r in self.explained or r not in settled for r in rows):
+                self.unmatched_from = bound
+                return
+        from kb.matcher import unexplained
 
-    def _rarest_words(self, message: str) -> tuple[str, ...]:
-        """The words of a message the fewest templates hold (values and typos, which none
-        hold, left out): what its search suggestions are looked up by."""
-        held = {word: df for word, df, _rows in self.reader.template_words(words_of(message))}
-        known: dict[str, int] = {}
-        for word in re.findall(r"[A-Za-z]\w+", message.lower()):
-            df = held.get(word) or held.get(word[:-1] if word.endswith("s") else word)
-            if df:
-                known[word] = df
-        return tuple(sorted(known, key=lambda w: known[w])[:SUGGEST_WORDS])
-
-    def _repeats_a_match(self, message: str) -> bool:
-        """Whether a message cut short ("The node ...") is the start of a matched one."""
-        cut = ELLIPSIS_RE.search(message)
-        stem = message[: cut.start()].strip() if cut else ""
-        return len(stem) >= SHORT_QUERY_CHARS and any(stem in m.text for m in self.matches.found)
-
-    def _starts_with_class(self, row: int, error: tuple[str, str] | None) -> bool:
-        """Whether the row's line opens with its exception's class (Python's exception line,
-        pytest's "E   ValueError: ..."), not a line that only mentions one."""
-        line = self.window.line_at(row)
-        return error is not None and line is not None and strip_prefix(line).startswith(error[0])
-
-    def _chained_below(self, row: int) -> bool:
-        """Whether the rows under an exception say another traceback follows from it."""
-        for below in range(row + 1, row + CHAIN_ROWS + 1):
-            line = self.window.line_at(below)
-            if line is not None and CHAIN_RE.search(line):
-                return True
-        return False
-
-    def _level_runs(self, first: int, bound: int) -> list[list[int]]:
-        """ERROR / FATAL lines of the rows first..bound, consecutive ones together (one log
-        record printed over several lines, each with its prefix)."""
-        runs: list[list[int]] = []
-        for row in sorted(r for r in self.level_rows if first <= r < bound):
-            if runs and all(self._continues(r) for r in range(runs[-1][-1] + 1, row)):
-                runs[-1].append(row)
-            else:
-                runs.append([row])
-        return runs
-
-    def _continues(self, row: int) -> bool:
-        """Whether a row carries the log record above on (no prefix of its own: a wrapped or
-        continued line), so a run of ERROR lines goes on past it."""
-        line = self.window.line_at(row)
-        return line is not None and bool(line.strip()) and strip_prefix(line) == line
-
-    def _library_frame(self, tb: Traceback) -> str | None:
-        """The innermost frame in installed or known library code, as "package/file.py:LINE"."""
-        for seen in tb.frames:
-            frame = seen.frame
-            m = INSTALLED_RE.search(frame.norm_path)
-            if m:
-                return f"{m.group(1)}:{frame.line}"
-            known = self.reader.file_records(frame)
-            if known is not None:
-                return f"{known[0]}:{frame.line}"
-        return None
+        unexplained.collect(self, bound, upto is None, tracebacks)
 
     def _prune(self, upto: int) -> None:
         """Forget what no later hit can need: rows far above the oldest pending hit."""
