@@ -4,6 +4,7 @@ without building an index (the way each of thefuck's rules is tested on its own)
 from __future__ import annotations
 
 import dataclasses
+import itertools
 
 import pytest
 
@@ -381,3 +382,112 @@ def test_a_near_miss_needs_more_similarity_without_a_class_on_the_line() -> None
         )
         is None
     )
+
+
+# ---- frames decide and veto -------------------------------------------------------------------
+
+
+def test_a_frame_in_the_records_function_counts_however_far_its_line_moved() -> None:
+    """Another release of the library moved the raise 500 lines; its function stayed."""
+    stack = [(f"{SITE}/sqlalchemy/sql/compiler.py", 5830)]
+    far = stack_evidence("sqlalchemy/sql/compiler.py", 6404, stack, CFG)
+    assert far is not None and far.weight == CFG.frame_far
+    found = stack_evidence(
+        "sqlalchemy/sql/compiler.py", 6404, stack, CFG, function="visit_insert",
+        functions=["visit_insert"],
+    )  # fmt: skip
+    assert found == (
+        Raiser.RECORD_FILE, CFG.frame_function, "frame:sqlalchemy/sql/compiler.py:5830", 0
+    )  # fmt: skip
+
+
+def test_a_function_moved_to_another_module_of_the_package_is_followed() -> None:
+    stack = [(f"{SITE}/sqlalchemy/engine/util.py", 155), (f"{SITE}/sqlalchemy/engine/base.py", 9)]
+    found = stack_evidence(
+        "sqlalchemy/engine/_util_cy.py", 94, stack, CFG, function="_distill_params_20",
+        functions=["_distill_params_20", "_execute_20"],
+    )  # fmt: skip
+    assert found == (
+        Raiser.RECORD_FUNCTION, CFG.moved_function, "function:sqlalchemy:_distill_params_20", 0
+    )  # fmt: skip
+
+
+class FileLookups(NoLookups):
+    """A knowledge base whose files raise in these functions, at these lines."""
+
+    def __init__(self, functions: dict[str, tuple[int, ...]]) -> None:
+        self.functions = functions
+
+    def file_functions(self, frame: Frame) -> dict[str, tuple[int, ...]]:
+        return self.functions
+
+
+def library_traceback(*frames: tuple[str, int, str]) -> Traceback:
+    """A traceback of (path, line, function) frames, innermost first."""
+    seen = [
+        SeenFrame(10 - i, 11 - i, Frame(path, line, function, "python"))
+        for i, (path, line, function) in enumerate(frames)
+    ]
+    return Traceback.of(seen, 11, "python")
+
+
+def record_at(path: str, line: int, function: str | None) -> Record:
+    return dataclasses.replace(RECORD, file_path=path, line_number=line, function=function)
+
+
+def test_the_librarys_frames_down_to_the_raise_doubt_a_record_of_another_module() -> None:
+    """The same words raised by another module (or from compiled code called there): the
+    library's own frames show where it was raised, and it was not the record's file."""
+    tb = library_traceback((f"{SITE}/vllm/engine/arg_utils.py", 412, "create_config"))
+    scorer = Scorer(NoLookups())
+    other = scorer.traceback_evidence(record_at("vllm/config/attention.py", 169, "check"), tb)
+    assert other.raiser is Raiser.OTHER_MODULE and not other.supports
+    here = scorer.traceback_evidence(
+        record_at("vllm/engine/arg_utils.py", 412, "create_config"), tb
+    )
+    assert here.raiser is Raiser.RECORD_FILE and here.supports
+    # raised in the user's code calling the library: nothing to doubt the record by
+    user = library_traceback(("/home/me/app/run.py", 3, "main"))
+    assert scorer.traceback_evidence(record_at("vllm/config.py", 1, "check"), user).raiser in (
+        Raiser.USER_CODE,
+        Raiser.NOT_SHOWN,
+    )
+
+
+def test_another_function_of_the_records_file_raising_doubts_the_record() -> None:
+    """A frame in the record's file, but in another function and far from its line: the
+    function that raised is not the record's."""
+    tb = library_traceback((f"{SITE}/accelerate/utils/bnb.py", 153, "load_and_quantize_model"))
+    scorer = Scorer(NoLookups())
+    neighbour = record_at("accelerate/utils/bnb.py", 209, "get_quantized_model_device_map")
+    assert scorer.traceback_evidence(neighbour, tb).raiser is Raiser.OTHER_MODULE
+    own = record_at("accelerate/utils/bnb.py", 158, "load_and_quantize_model")
+    assert scorer.traceback_evidence(own, tb).weight == CFG.frame_function
+
+
+def test_a_moved_function_does_not_count_where_the_frames_file_still_raises_in_it() -> None:
+    """`check_format` still raises in the frame's own file, next to the frame: its record is
+    the frame's, not the same-named function's of another module."""
+    tb = library_traceback((f"{SITE}/scipy/sparse/_compressed.py", 193, "check_format"))
+    record = record_at("scipy/sparse/_bsr.py", 201, "check_format")
+    moved = Scorer(NoLookups()).traceback_evidence(record, tb)
+    assert moved.raiser is Raiser.RECORD_FUNCTION
+    stays = Scorer(FileLookups({"check_format": (216,)})).traceback_evidence(record, tb)
+    assert stays.raiser is Raiser.OTHER_MODULE
+
+
+# ---- calibration ------------------------------------------------------------------------------
+
+
+def test_calibration_keeps_the_order_of_scores_and_can_be_undone() -> None:
+    from kb.matcher.evidence import calibrated, uncalibrated
+
+    knots = CFG.calibration
+    raws = [i / 100 for i in range(101)]
+    mapped = [calibrated(raw, knots) for raw in raws]
+    assert all(a < b for a, b in itertools.pairwise(mapped))  # strictly increasing
+    assert all(
+        abs(uncalibrated(m, knots) - raw) < 1e-9 for m, raw in zip(mapped, raws, strict=True)
+    )
+    # the default threshold sits in the step the development sets show at raw 0.5
+    assert 0.49 < uncalibrated(CFG.min_score, knots) < 0.5
