@@ -1160,6 +1160,19 @@ DRIFT_RECORDS = [
 ]
 
 
+DRIFT_RECORDS.append(
+    synthetic(
+        "000000000000d007",
+        "Connection closed",
+        "Connection closed",
+        errorClass="ConnectionError",
+        repo="redis/redis-py",
+        filePath="redis/connection.py",
+        lineNumber=20,
+    )
+)
+
+
 @pytest.fixture(scope="module")
 def drift_index(tmp_path_factory: pytest.TempPathFactory) -> MatcherIndex:
     cache = tmp_path_factory.mktemp("drift-cache")
@@ -1232,6 +1245,19 @@ def test_a_phrase_never_outranks_a_specific_template_reading_the_same_line(
     assert match.id == "000000000000d006"
     assert "000000000000d005" in [alt for alt, _score in match.alternatives]
     assert drift_index.match("INFO: the exporter for parquet not implemented").matches == []
+
+
+def test_two_common_words_inside_a_daemons_line_are_not_a_known_error(
+    drift_index: MatcherIndex,
+) -> None:
+    """The phrase needs its class, a frame or its package to be reported at all."""
+    sshd = (
+        "Nov 30 17:28:02 gpu-node-2 sshd[991]: Connection closed by authenticating user root "
+        "10.0.0.5 port 51234 [preauth]\n"
+    )
+    assert drift_index.match(sshd).matches == []
+    raised = drift_index.match("redis.exceptions.ConnectionError: Connection closed\n").matches
+    assert [m.id for m in raised] == ["000000000000d007"]
 
 
 # ---- what no record explains ------------------------------------------------------------------
