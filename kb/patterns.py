@@ -33,7 +33,7 @@ __all__ = [
     "GENERIC_LITERAL_CHARS",
     "MIN_KEY_CHARS",
     "PreparedPattern",
-    "has_nested_repeat",
+    "backtracking_unbounded",
     "message_pieces",
     "never_warns",
     "placeholder_name",
@@ -366,8 +366,9 @@ class _Walk:
         self.runs: list[str] = []
         self.buf: list[str] = []
         self.needs_backtracking = False
-        self.nested_repeat = False
+        self.nested_repeat = False  # a repeat or an alternation inside a repeat
         self.big_repeat = False
+        self.repeats = 0  # repeats that may take more than one item
 
     def cut(self) -> None:
         if self.buf:
@@ -389,6 +390,8 @@ class _Walk:
                     self.big_repeat = True
                 if depth > 0:
                     self.nested_repeat = True
+                if hi > 1:
+                    self.repeats += 1
                 self.cut()
                 if lo == 1 and hi == 1:
                     self.seq(body, required, depth)
@@ -396,6 +399,8 @@ class _Walk:
                     self.seq(body, required and lo >= 1, depth + 1)
                 self.cut()
             elif op is BRANCH:
+                if depth > 0:  # (a|a)* is as exponential as (a+)+
+                    self.nested_repeat = True
                 self.cut()
                 for alt in av[1]:
                     self.seq(alt, False, depth)
@@ -584,11 +589,18 @@ def _skip_group(regex: str, i: int) -> int:
     return i
 
 
-def has_nested_repeat(regex: str) -> bool:
-    """A quantified group holding a quantifier: exponential for a backtracking engine."""
+# A backtracking engine may retry each repeat at every position: with k of them, n^k steps on
+# an n-character span. Two on the 256 characters verify.py allows are 65k steps: bounded.
+MAX_BACKTRACKING_REPEATS = 2
+
+
+def backtracking_unbounded(regex: str) -> bool:
+    """Whether a backtracking engine may take unbounded time on `regex`: a repeat holding a
+    repeat or an alternation (exponential: `(a+)+`, `(\\w|\\w)*`), or more repeats than
+    MAX_BACKTRACKING_REPEATS (polynomial of a high degree), or a pattern that does not parse."""
     try:
         walk = _Walk()
         walk.seq(sre_parse.parse(regex), True, 0)
     except Exception:
         return True
-    return walk.nested_repeat
+    return walk.nested_repeat or walk.repeats > MAX_BACKTRACKING_REPEATS

@@ -129,3 +129,22 @@ def test_prepare_is_cheap_enough_for_every_imported_record() -> None:
 def test_broken_patterns_never_raise(pattern: str) -> None:
     prep = prepare(pattern, "fallback message text {x}")
     assert prep.engine in ("invalid", "guarded", "re2")
+
+
+@pytest.mark.parametrize(
+    ("regex", "unbounded"),
+    [
+        (r"token (\w+) repeated as \1 here", False),  # one repeat: n steps a start
+        (r"(\w+) vs (\w+) and \1", False),  # two: n^2 on a short span
+        (r"(\w+)(\w+)(\w+)\1", True),  # three: n^3
+        (r"(a+)+b", True),  # a repeat in a repeat: exponential
+        (r"ValueError: (\w|\w)*(?=zzz)", True),  # an alternation in a repeat: exponential
+        (r"((unclosed", True),  # not a regex at all
+    ],
+)
+def test_only_patterns_a_backtracking_engine_runs_in_bounded_time_are_confirmed_by_it(
+    regex: str, unbounded: bool
+) -> None:
+    from kb.patterns import backtracking_unbounded
+
+    assert backtracking_unbounded(regex) is unbounded

@@ -41,7 +41,7 @@ from kb.patterns import (
     GENERIC_LITERAL_CHARS,
     MIN_KEY_CHARS,
     PreparedPattern,
-    has_nested_repeat,
+    backtracking_unbounded,
     message_pieces,
     prepare,
     relax,
@@ -57,6 +57,10 @@ UNKNOWN_FILE: Final = "unknown"
 STALE_TMP_SECONDS: Final = 3600
 # Records a build holds before writing them to the cache: bounds its memory, amortises inserts.
 BUILD_CHUNK = 2_000
+# The longest prefilter key: Hyperscan refuses literals past about 16,000 bytes, and a key this
+# long (the longest key of the 69,652-record corpus is 597 characters) already
+# says all a key can. Four bytes a character at most, well under the limit.
+MAX_KEY_CHARS: Final = 2000
 # Keys per Hyperscan database. Compiling takes about 2.2 KB a key (measured: 100k keys 215 MB,
 # 250k keys 537 MB, the 1M-record corpus's 669k keys 1.5 GB); shards of this size keep
 # `kb import` (the import, then this build, in one process) under 300 MB at a million records
@@ -322,11 +326,13 @@ class _RowWriter:
                             prep.newlines,
                             json.dumps(prep.placeholder_names),
                             relax(prep.regex) if guarded else None,
-                            int(has_nested_repeat(prep.regex) if guarded else 0),
+                            int(backtracking_unbounded(prep.regex) if guarded else 0),
                             json.dumps(prep.keys[1:]),
                         )
                     )
-                    key = prep.keys[0]
+                    # A prefix of a required literal is required too: one past Hyperscan's
+                    # limit (one dataset's 16 KB literal broke every later match) is cut.
+                    key = prep.keys[0][:MAX_KEY_CHARS]
                     if len(key.strip()) >= MIN_KEY_CHARS:
                         kp_rows.append((key, p_idx))
                     if prep.literal_chars >= GENERIC_LITERAL_CHARS:
@@ -335,7 +341,7 @@ class _RowWriter:
                             fz_rows.append((template, p_idx))
                 prec_rows.append((p_idx, rec_idx))
             code = src.error_code
-            if code and len(code) >= MIN_CODE_CHARS and code not in NOT_CODES:
+            if code and MIN_CODE_CHARS <= len(code) <= MAX_KEY_CHARS and code not in NOT_CODES:
                 self.codes.setdefault(code, []).append(rec_idx)
             path = src.file_path.replace("\\", "/").lstrip("./")
             if path == UNKNOWN_FILE:

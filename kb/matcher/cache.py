@@ -156,7 +156,7 @@ class Pattern:
 
     idx: int
     regex: str
-    engine: str  # "re2", or "guarded": RE2 runs `relaxed`, Python's re confirms on the span
+    engine: str  # "re2", or "guarded": RE2 runs `relaxed`, a superset (lookarounds dropped)
     generic: bool  # too little literal text to tell an error by
     literal_chars: int
     key_line: int  # the line of a multi-line pattern that holds its best key

@@ -1,0 +1,68 @@
+"""Hostile patterns: a record whose messagePattern backtracks catastrophically, is invalid, is
+a megabyte long, or matches anything never hangs, crashes or floods a match, and the real
+error beside it is still found. (Issue 13, defects 1 and 2; the matcher runs RE2 only.)"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import seed_record
+
+# A time no hostile pattern may push a match of these small logs past (an honest match of
+# them takes well under a second; the bound is wide for a loaded CI machine).
+BOUND_S = 20.0
+SEED_LINE = (
+    "ValueError: Unknown KV cache group kind 'ful' in backend_per_kind. Valid kinds are: "
+    "full_attention, mamba."
+)
+
+HOSTILE = {
+    "alternation under a star, with a lookahead": r"ValueError: (\w|\w)*(?=zzz)",
+    "nested quantifier": r"(a+)+b",
+    "four lazy groups": r"(.+?)(.+?)(.+?)(.+?)x",
+    "backreference": r"(\w+) and \1 again(?!x)",
+    "invalid": r"ValueError: ((unclosed",
+    "match anything": r"(.+?)",
+    "a megabyte long": "Q" * (1 << 20),
+    "a long literal past Hyperscan's limit": "ValueError: " + "literal " * 4000,
+}
+
+
+def hostile_record(pattern: str, n: int) -> dict[str, Any]:
+    base = seed_record()
+    return {
+        **base,
+        "id": f"{n:016x}",
+        "slug": f"hostile-{n}",
+        "messagePattern": pattern,
+        "errorMessage": pattern[:200] or "x",
+    }
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE))
+def test_a_hostile_pattern_never_hangs_or_claims_the_log(
+    invoke: Any, tmp_path: Path, name: str
+) -> None:
+    records = [seed_record(), hostile_record(HOSTILE[name], 1)]
+    path = tmp_path / "records.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    assert invoke("import", str(path)).exit_code in (0, 1)
+    noise = [
+        "ValueError: " + "a" * 30 + " " + "b" * 30,  # the classic 60-character trap
+        "a" * 50_000 + "c",
+        "x " * 50_000,
+        "aaaa and aaaa again " * 5000,
+    ]
+    log = tmp_path / "app.log"
+    log.write_text("\n".join([*noise, SEED_LINE, *noise]) + "\n")
+    started = time.perf_counter()
+    result = invoke("match", str(log), "--json")
+    elapsed = time.perf_counter() - started
+    assert elapsed < BOUND_S, f"{name}: {elapsed:.1f} s"
+    found = json.loads(result.stdout)["matches"]
+    assert [m["id"] for m in found] == [seed_record()["id"]], name
