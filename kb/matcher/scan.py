@@ -420,12 +420,7 @@ class LogScan:
                 candidates.extend(
                     self._raise_site_candidates(tb, self.errors.get(tb.exception_row))
                 )
-            sure = [
-                c
-                for c in candidates
-                if c.method != "frame" and not c.doubted and not self._may_read_better(c)
-            ]
-            if max((c.score for c in sure), default=0.0) < self.min_score:
+            if not self._settled(candidates):
                 # the message matched, but not a record the traceback agrees with: a reworded
                 # message of the raise site the traceback shows may be the answer
                 row = tb.exception_row if tb is not None and tb.exception_row is not None else first
@@ -444,6 +439,17 @@ class LogScan:
                     candidates.extend(near)
             self._emit(candidates)
         return used
+
+    def _settled(self, candidates: list[Candidate]) -> bool:
+        """Whether a reading of a place in the log is sure enough that no near miss needs
+        looking for: a pattern or code reading, not doubted by its traceback, not a phrase
+        that may hide a specific template, scoring min_score (the best one, almost always)."""
+        for cand in sorted(candidates, key=lambda c: -c.score):
+            if cand.score < self.min_score:
+                return False
+            if cand.method != "frame" and not cand.doubted and not self._may_read_better(cand):
+                return True
+        return False
 
     def _may_read_better(self, cand: Candidate) -> bool:
         """Whether a specific template may read a phrase's line better: the phrase has nothing
