@@ -262,8 +262,8 @@ class NoLookups:
     def file_records(self, frame: Frame) -> tuple[str, list[tuple[int | None, int]]] | None:
         return None
 
-    def file_functions(self, frame: Frame) -> dict[str, tuple[int, ...]]:
-        return {}
+    def file_functions(self, frame: Frame) -> frozenset[str]:
+        return frozenset()
 
     def known_packages(self) -> frozenset[str]:
         return frozenset({"vllm", "numpy"})
@@ -413,12 +413,12 @@ def test_a_function_moved_to_another_module_of_the_package_is_followed() -> None
 
 
 class FileLookups(NoLookups):
-    """A knowledge base whose files raise in these functions, at these lines."""
+    """A knowledge base whose files raise in these functions."""
 
-    def __init__(self, functions: dict[str, tuple[int, ...]]) -> None:
+    def __init__(self, functions: frozenset[str]) -> None:
         self.functions = functions
 
-    def file_functions(self, frame: Frame) -> dict[str, tuple[int, ...]]:
+    def file_functions(self, frame: Frame) -> frozenset[str]:
         return self.functions
 
 
@@ -466,13 +466,13 @@ def test_another_function_of_the_records_file_raising_doubts_the_record() -> Non
 
 
 def test_a_moved_function_does_not_count_where_the_frames_file_still_raises_in_it() -> None:
-    """`check_format` still raises in the frame's own file, next to the frame: its record is
-    the frame's, not the same-named function's of another module."""
+    """`check_format` still raises in the frame's own file: its record is the frame's, not
+    the same-named function's of another module."""
     tb = library_traceback((f"{SITE}/scipy/sparse/_compressed.py", 193, "check_format"))
     record = record_at("scipy/sparse/_bsr.py", 201, "check_format")
     moved = Scorer(NoLookups()).traceback_evidence(record, tb)
     assert moved.raiser is Raiser.RECORD_FUNCTION
-    stays = Scorer(FileLookups({"check_format": (216,)})).traceback_evidence(record, tb)
+    stays = Scorer(FileLookups(frozenset({"check_format"}))).traceback_evidence(record, tb)
     assert stays.raiser is Raiser.OTHER_MODULE
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -215,7 +215,7 @@ class CacheReader:
         self._records: dict[int, Record] = {}
         self._files: dict[str, tuple[str, list[tuple[int | None, int]]] | None] = {}
         self._functions: dict[str, list[int]] = {}
-        self._file_functions: dict[str, Mapping[str, tuple[int, ...]]] = {}
+        self._file_functions: dict[str, frozenset[str]] = {}
         self._packages: frozenset[str] | None = None
 
     def close(self) -> None:
@@ -317,19 +317,14 @@ class CacheReader:
         self._files[frame.path] = result
         return result
 
-    def file_functions(self, frame: Frame) -> Mapping[str, tuple[int, ...]]:
-        """The functions the records of the frame's file are raised in, each with the lines
-        of its raises."""
+    def file_functions(self, frame: Frame) -> frozenset[str]:
+        """The functions the records of the frame's file are raised in."""
         if frame.path not in self._file_functions:
             found = self.file_records(frame)
             entries = found[1] if found is not None else []
             self.load_records(rec for _line, rec in entries)
-            lines: dict[str, list[int]] = {}
-            for line_number, rec in entries:
-                function = self.record(rec).function
-                if function and line_number is not None:
-                    lines.setdefault(function, []).append(line_number)
-            self._file_functions[frame.path] = {f: tuple(n) for f, n in lines.items()}
+            names = (self.record(rec).function for _line, rec in entries)
+            self._file_functions[frame.path] = frozenset(name for name in names if name)
         return self._file_functions[frame.path]
 
     def function_records(self, name: str) -> list[int]:

@@ -263,10 +263,10 @@ LIB_PATH_RE: Final = re.compile(
     r"|lib[/\\]python\d[\d.]*|vendor|\.m2|gems)[/\\]|^<frozen |^<(?:string|stdin)>"
 )
 PACKAGE_RE: Final = re.compile(r"(?:site-packages|dist-packages|node_modules)[/\\]([\w.\-]+)")
-CLASS_SEARCH_CHARS: Final = 4096
+CLASS_SEARCH_CHARS: Final = 4096  # how far into a line a dotted exception class is looked for
 # A record's class named anywhere on the line agrees when the name is this long ("ValueError"
 # in `exc_type=ValueError`; "Error" alone is any word).
-CLASS_WORD_CHARS: Final = 8  # how far into a line a dotted exception class is looked for
+CLASS_WORD_CHARS: Final = 8
 DOTTED_CLASS_RE: Final = re.compile(r"(?:^|\s)([a-z_]\w*(?:\.\w+)*)\.[A-Z]\w*:(?: |$)")
 # Messages CPython itself raises everywhere (operators, indexing, imports, calls, json, OS
 # errors). A library record with the same words cannot be told from Python's own error without
@@ -561,7 +561,7 @@ class Lookups(Protocol):
 
     def file_records(self, frame: Frame) -> tuple[str, list[tuple[int | None, int]]] | None: ...
 
-    def file_functions(self, frame: Frame) -> Mapping[str, tuple[int, ...]]: ...
+    def file_functions(self, frame: Frame) -> frozenset[str]: ...
 
     def known_packages(self) -> frozenset[str]: ...
 
@@ -589,16 +589,13 @@ class Scorer:
             function=record.function,
             functions=tb.functions,
         )
-        if (
-            found is not None
-            and found.raiser is Raiser.RECORD_FUNCTION
-            and record.function in self.lookups.file_functions(tb.frames[found.frame].frame)
-        ):
-            # a function of that name still raises in the frame's own file: that file's
-            # records are the ones the frame points at, not this one, moved elsewhere
-            found = TracebackEvidence(
-                Raiser.RECORD_PACKAGE, cfg.package, f"package:{record.package}"
-            )
+        if found is not None and found.raiser is Raiser.RECORD_FUNCTION:
+            frame = tb.frames[found.frame].frame
+            if record.function in self.lookups.file_functions(frame):
+                # the frame's own file still raises in a function of that name: its records
+                # are the ones the frame points at, not this one of another module
+                label = f"package:{record.package}"
+                found = TracebackEvidence(Raiser.RECORD_PACKAGE, cfg.package, label)
         if found is not None and in_package(tb.stack[0][0], record.package):
             # The library's own frames go down to the raise: they must show the record's raise
             # site (its line, or its function) or the record is doubted: another raise of the

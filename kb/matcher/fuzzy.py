@@ -69,7 +69,7 @@ class NearMissSearch:
         {transport}.  Did you mean {alt}?" with two words changed once the placeholders are
         free, which plain similarity (the values count as differences) puts below the cutoff."""
         short = len(query) < TEMPLATE_MIN_CHARS  # only the named records are worth aligning
-        shortlisted = {} if short else self._shortlist(query, config, cut)
+        shortlisted = [] if short else self._shortlist(query, config, cut)
         self._reader.load_patterns(self._patterns[i] for i in shortlisted)
         groups: dict[tuple[int, ...], None] = {}
         for i in shortlisted:
@@ -97,22 +97,22 @@ class NearMissSearch:
         kept = scored[: config.fuzzy_kept]
         return kept + [n for n in scored[config.fuzzy_kept :] if named & set(n.records)]
 
-    def _shortlist(self, query: str, config: ScoringConfig, cut: bool) -> dict[int, float]:
-        """Template places worth aligning, each with its plain similarity (0 when only the
-        words found it): the closest by characters, then the best by bm25 over the words."""
-        found: dict[int, float] = {}
+    def _shortlist(self, query: str, config: ScoringConfig, cut: bool) -> list[int]:
+        """Template places worth aligning: the closest by characters, then the best by bm25
+        over the words."""
+        found: dict[int, None] = {}
         if not cut:  # a cut line is unlike the whole template: only its words can find it
-            for _template, score, i in process.extract(
+            for _template, _score, i in process.extract(
                 query,
                 self._templates,
                 scorer=fuzz.ratio,
                 score_cutoff=config.fuzzy_shortlist_cutoff,
                 limit=config.fuzzy_shortlist,
             ):
-                found[i] = score / 100.0
+                found[i] = None
         for i in self._by_words(query, config.fuzzy_word_shortlist):
-            found.setdefault(i, 0.0)
-        return found
+            found[i] = None
+        return list(found)
 
     def _by_words(self, query: str, limit: int) -> list[int]:
         """The templates that share the line's rarer words, best first by bm25 (words too
