@@ -123,7 +123,7 @@ def candidates(
             records=(),
             subject=message,
         )
-    candidates: list[Candidate] = []
+    out: list[Candidate] = []
     scan.reader.load_records(rec_idx for near in found for rec_idx in near.records)
     for near in found:
         for rec_idx in near.records:
@@ -136,8 +136,8 @@ def candidates(
                 builtin,
             )
             if cand is not None:
-                candidates.append(cand)
-    return candidates
+                out.append(cand)
+    return out
 
 
 def continuation(scan: LogScan, line_index: int) -> tuple[str, int]:

@@ -63,7 +63,6 @@ def collect(scan: LogScan, bound: int, final: bool, tracebacks: list[Traceback])
     found: list[tuple[int, str | None, str, str | None]] = []
     in_traceback: set[int] = set()
     chain: list[tuple[Traceback, range]] = []
-    waiting = False
     for tb in sorted((t for t in tracebacks if t.frames), key=lambda t: t.frames[-1].row):
         rows = [seen.row for seen in tb.frames]
         top = min(rows) - TRACEBACK_HEAD_ROWS
@@ -86,7 +85,8 @@ def collect(scan: LogScan, bound: int, final: bool, tracebacks: list[Traceback])
         links, chain = chain, []
         last_row = max(r.stop for _tb, r in links)
         if last_row > bound and not final:
-            waiting = True  # the end of the chain is not settled yet
+            # the end of the chain is not settled yet: look again from its start next time
+            bound = min(bound, min(r.start for _tb, r in links))
             break
         if any(scan.explained.intersection(r) for _tb, r in links):
             continue
@@ -101,8 +101,6 @@ def collect(scan: LogScan, bound: int, final: bool, tracebacks: list[Traceback])
                 found.append((row, None, text, library_frame(scan, link)))
             else:
                 found.append((row, error[0] or None, error[1], library_frame(scan, link)))
-    if waiting:
-        bound = min(bound, min(r.start for _tb, r in chain) if chain else bound)
     for row, (printed_class, message) in scan.errors.items():
         settled = first <= row < bound and row not in in_traceback
         if settled and row not in scan.explained and message.strip():  # not a bare "Error:"
