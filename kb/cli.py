@@ -7,6 +7,7 @@ matcher's engines) are imported inside the commands that need them, so `kb --hel
 from __future__ import annotations
 
 import gc
+import math
 import os
 import sys
 from collections.abc import Callable
@@ -18,10 +19,12 @@ import click
 from kb import __version__
 from kb.errors import (
     EXIT_DATABASE,
+    EXIT_INTERRUPTED,
     EXIT_NOTHING_FOUND,
     EXIT_OK,
     Ambiguous,
     InputError,
+    Interrupted,
     KbError,
     NotFound,
 )
@@ -30,6 +33,7 @@ if TYPE_CHECKING:
     from kb.knowledge import KnowledgeBase
 
 F = TypeVar("F", bound=Callable[..., Any])
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: what a shell reports for a writer whose reader left
 
 
 class KbGroup(click.Group):
@@ -41,7 +45,8 @@ class KbGroup(click.Group):
         except KbError as exc:
             from kb.render import safe
 
-            click.echo(f"Error: {safe(exc.message, multiline=False)}", err=True)
+            prefix = "" if isinstance(exc, Interrupted) else "Error: "
+            click.echo(prefix + safe(exc.message, multiline=False), err=True)
             listed = exc.candidates if isinstance(exc, Ambiguous) else []
             if isinstance(exc, NotFound) and exc.suggestions:
                 click.echo("Did you mean:", err=True)
@@ -56,12 +61,32 @@ class KbGroup(click.Group):
             if exc.hint:
                 click.echo(exc.hint, err=True)
             ctx.exit(exc.exit_code)
+        except KeyboardInterrupt:
+            # Ctrl-C: one line and 130, not click's "Aborted!" and 1 ("nothing found").
+            # Commands that write catch it first and say what was stored.
+            click.echo("Interrupted.", err=True)
+            ctx.exit(EXIT_INTERRUPTED)
+        except BrokenPipeError:
+            # The reader of stdout went away (`kb export - | head`): stop as a program killed
+            # by SIGPIPE would, without a second error when Python flushes stdout at exit.
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            ctx.exit(EXIT_BROKEN_PIPE)
         except Exception as exc:
             # A database failure outside the library's own checks (a lock, a dropped server).
+            # (SQLAlchemy's wrapper, or psycopg's own error on the quick path)
             sa_exc = sys.modules.get("sqlalchemy.exc")
-            if sa_exc is None or not isinstance(exc, sa_exc.DBAPIError):
+            psycopg = sys.modules.get("psycopg")
+            if sa_exc is not None and isinstance(exc, sa_exc.DBAPIError):
+                cause: BaseException = exc.orig
+            elif psycopg is not None and isinstance(exc, psycopg.Error):
+                cause = exc
+            else:
                 raise
-            click.echo(f"Error: database error: {exc.orig}", err=True)
+            from kb.config import masked
+
+            reason = " ".join(masked(str(cause)).split())
+            click.echo(f"Error: database error: {reason}", err=True)
             ctx.exit(EXIT_DATABASE)
 
 
@@ -84,6 +109,7 @@ def min_score_option(func: F) -> F:
         "--min-score",
         type=click.FloatRange(0, 1),
         default=None,
+        callback=lambda _ctx, _param, value: _a_number(value),
         help="Report errors scoring at least this (default: the matcher's, 0.5).",
     )(func)
 
@@ -116,10 +142,55 @@ def show_text(text: str, no_pager: bool) -> None:
     terminal.page(text, enabled=not no_pager)
 
 
+class SlowNotice:
+    """Status lines of a slow step (fetching or building the matcher index) on a terminal: the
+    first only once the step has taken NOTICE_AFTER_S (most take less), the closing one, with
+    the step's true elapsed time, only when the first was shown."""
+
+    NOTICE_AFTER_S = 0.3  # below this a step needs no explaining
+
+    def __init__(self) -> None:
+        self._timer: Any = None
+        self._shown = False
+
+    def __call__(self, line: str) -> None:
+        import threading
+
+        if self._timer is None:
+            self._timer = threading.Timer(self.NOTICE_AFTER_S, self._show, (line,))
+            self._timer.daemon = True
+            self._timer.start()
+            return
+        self._timer.cancel()
+        self._timer = None
+        if self._shown:
+            click.echo(line, err=True)
+        self._shown = False
+
+    def _show(self, line: str) -> None:
+        self._shown = True
+        click.echo(line, err=True)
+
+
+def slow_notice() -> SlowNotice | None:
+    return SlowNotice() if sys.stderr.isatty() else None
+
+
+def _a_number(value: float | None) -> float | None:
+    """click's FloatRange lets NaN through (every comparison with it is false)."""
+    if value is not None and math.isnan(value):
+        raise click.BadParameter("must be a number, not NaN")
+    return value
+
+
 def open_kb(ctx: click.Context) -> KnowledgeBase:
     from kb.knowledge import KnowledgeBase
+    from kb.render import safe
 
-    return KnowledgeBase(ctx.obj.get("db"))
+    def note(text: str) -> None:
+        click.echo("note: " + safe(text, multiline=False), err=True)
+
+    return KnowledgeBase(ctx.obj.get("db"), notify=note)
 
 
 def format_option(func: F) -> F:
@@ -210,6 +281,8 @@ def import_command(
             on_repository=bars.repository if bars else None,
             force=force,
         )
+    except KeyboardInterrupt:
+        raise Interrupted("Interrupted: nothing was stored (the import was rolled back).") from None
     finally:
         if bars is not None:
             bars.close()
@@ -227,17 +300,29 @@ def import_command(
     elif not quiet:
         click.echo(safe(import_summary(report)), err=True)
     if report.inserted or report.updated:
-        # built once per revision now, so the next `kb match` only loads it
-        if not quiet and sys.stderr.isatty():
-            with click.progressbar(
-                length=kb.count(), label="Building the matcher index", file=sys.stderr
-            ) as build_bar:
-                kb.build_matcher(progress=build_bar.update)
-        else:
-            if not quiet:
-                click.echo("Building the matcher index...", err=True)
-            kb.build_matcher()
+        try:
+            _build_matcher(kb, quiet)
+        except KeyboardInterrupt:
+            stored = report.inserted + report.updated
+            raise Interrupted(
+                f"Interrupted: {stored:,} record{'s were' if stored != 1 else ' was'} stored; "
+                "the matcher index was not built (the next `kb match` builds it)."
+            ) from None
     ctx.exit(EXIT_OK if report.complete else EXIT_NOTHING_FOUND)
+
+
+def _build_matcher(kb: KnowledgeBase, quiet: bool) -> None:
+    """The matcher index for the revision an import made, so the next `kb match` only loads
+    it; where it cannot be written (a full or read-only cache folder), a note says so."""
+    if not quiet and sys.stderr.isatty():
+        with click.progressbar(
+            length=kb.count(), label="Building the matcher index", file=sys.stderr
+        ) as build_bar:
+            kb.build_matcher(progress=build_bar.update)
+    else:
+        if not quiet:
+            click.echo("Building the matcher index...", err=True)
+        kb.build_matcher()
 
 
 class _ImportBars:
@@ -344,21 +429,21 @@ def match(
         except OSError as exc:
             raise InputError(str(exc), hint="Paste the log into `kb match -` instead.") from exc
         label = "the clipboard"
-        report = index.match(log_bytes, top=top, min_score=threshold)
+        report, fetch = _matched(ctx, index, fetch, log_bytes, top, threshold)
     elif source == "-":
         if sys.stdin.isatty():
             click.echo("Paste the log, then press Ctrl-D.", err=True)
         label = "the pasted text"
         if fmt == "github":
             log_bytes = sys.stdin.buffer.read()
-            report = index.match(log_bytes, top=top, min_score=threshold)
+            report, fetch = _matched(ctx, index, fetch, log_bytes, top, threshold)
         else:
-            report = index.match(sys.stdin.buffer, top=top, min_score=threshold)
+            report, fetch = _matched(ctx, index, fetch, sys.stdin.buffer, top, threshold)
     else:
         label = source
         try:
             with open(source, "rb") as stream:
-                report = index.match(stream, top=top, min_score=threshold)
+                report, fetch = _matched(ctx, index, fetch, stream, top, threshold)
         except OSError as exc:
             raise InputError(f"{source}: cannot read: {exc.strerror}") from exc
     if not (ids_only or brief or fmt == "github"):
@@ -392,6 +477,32 @@ def match(
     ctx.exit(EXIT_OK if report.matches else EXIT_NOTHING_FOUND)
 
 
+def _matched(
+    ctx: click.Context,
+    index: Any,
+    fetch: Callable[[list[str]], dict[str, Any]],
+    log: Any,
+    top: int,
+    threshold: float,
+) -> tuple[Any, Callable[[list[str]], dict[str, Any]]]:
+    """The report of `index` on `log`, and the fetcher to use with it. A matcher cache found
+    damaged half-way is removed by then: it is built again (the full path) and the log read
+    again (a pipe is kept for that up to kb.matcher.replay.REPLAY_BYTES, else exit 3)."""
+    from kb.matcher.cache import CacheDamaged
+    from kb.matcher.replay import Replayable
+
+    replayable = Replayable.wrap(log)
+    try:
+        return index.match(replayable.stream(), top=top, min_score=threshold), fetch
+    except CacheDamaged as exc:
+        from kb.render import safe
+
+        click.echo(f"note: {safe(exc.message, multiline=False)}; rebuilding it", err=True)
+        kb = open_kb(ctx)
+        again = replayable.again(exc)
+        return kb.matcher().match(again, top=top, min_score=threshold), kb.get_many
+
+
 def _open_matching(
     ctx: click.Context,
 ) -> tuple[Any, Callable[[list[str]], dict[str, Any]], Callable[[str, int], list[dict[str, Any]]]]:
@@ -401,10 +512,11 @@ def _open_matching(
     from kb.config import resolve_database_url
     from kb.quick import open_for_matching
 
-    opened = open_for_matching(resolve_database_url(ctx.obj.get("db")))
+    status = slow_notice()  # fetching or building the index, said on a terminal when slow
+    opened = open_for_matching(resolve_database_url(ctx.obj.get("db")), status)
     if opened is None:
         kb = open_kb(ctx)
-        return kb.matcher(), kb.get_many, kb.related
+        opened = kb.matcher(status=status), kb.get_many, kb.related
     return opened
 
 
@@ -611,18 +723,14 @@ def export(ctx: click.Context, path: str, repo: str | None) -> None:
       kb export backup.jsonl
       kb export --repo pallets/flask - | gzip > flask.jsonl.gz
     """
+    from kb.output import output_file
+
     kb = open_kb(ctx)
     if path == "-":
         count = kb.export(sys.stdout, repo)
     else:
-        target = Path(path)
-        temporary = target.with_name(f".{target.name}.tmp-{os.getpid()}")
-        try:
-            with open(temporary, "w", encoding="utf-8", newline="\n") as out:
-                count = kb.export(out, repo)
-            os.replace(temporary, target)
-        finally:
-            temporary.unlink(missing_ok=True)
+        with output_file(path) as out:
+            count = kb.export(out, repo)
     click.echo(f"{count:,} records exported.", err=True)
 
 
@@ -655,6 +763,7 @@ def export(ctx: click.Context, path: str, repo: str | None) -> None:
     type=click.FloatRange(0.001, 3600),
     default=10.0,
     show_default=True,
+    callback=lambda _ctx, _param, value: _a_number(value),
     help="Seconds a match may take; slower ones get 504.",
 )
 @click.pass_context
@@ -750,4 +859,14 @@ def db_current(ctx: click.Context) -> None:
 
 
 def main() -> None:
-    cli(prog_name="kb")
+    try:
+        cli(prog_name="kb")
+    except Exception:
+        # A bug, not a KbError: the traceback is for a bug report, with any password that a
+        # database URL or a driver's message put in it masked.
+        import traceback
+
+        from kb.config import masked
+
+        sys.stderr.write(masked(traceback.format_exc()))
+        sys.exit(1)

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 from pathlib import Path
 from typing import Final
 
 # The newest Alembic revision; tests/test_db.py proves it equals the scripts' head.
-HEAD_REVISION: Final = "0004"
+HEAD_REVISION: Final = "0005"
 ENV_URL = "KB_DATABASE_URL"
 APP_NAME = "kb"
 DEFAULT_FILENAME = "kb.sqlite3"
@@ -24,7 +25,18 @@ def default_database_path() -> Path:
     """`<user data dir>/kb/kb.sqlite3`, honouring XDG_DATA_HOME and friends."""
     from platformdirs import user_data_dir
 
-    return Path(user_data_dir(APP_NAME, appauthor=False)) / DEFAULT_FILENAME
+    try:
+        folder = Path(user_data_dir(APP_NAME, appauthor=False))
+    except RuntimeError:  # no home folder: HOME unset and no passwd entry
+        folder = Path("~")
+    if not folder.is_absolute():
+        from kb.errors import DatabaseError
+
+        raise DatabaseError(
+            "there is no home folder to keep the knowledge base in (HOME is not set)",
+            hint=f"Name the database with --db PATH or {ENV_URL}.",
+        )
+    return folder / DEFAULT_FILENAME
 
 
 def to_url(value: str | os.PathLike[str]) -> str:
@@ -54,10 +66,79 @@ def sqlite_file(url: str) -> Path | None:
     return None if not path or path == ":memory:" else Path(path)
 
 
+def sqlite_read_only(path: Path) -> bool:
+    """Whether a SQLite file exists and can only be read: the file, or its folder (where SQLite
+    makes the -wal and -shm files even to read a WAL database), is not writable."""
+    return path.is_file() and not (os.access(path, os.W_OK) and os.access(path.parent, os.W_OK))
+
+
+def sqlite_reader_uri(path: Path) -> str:
+    """The URI to read a SQLite file with: read-only, and immutable where no writer can be at
+    work (its folder cannot take the -wal and -shm files a writer needs, and none is there),
+    without which SQLite cannot open a WAL database in a read-only folder at all."""
+    from urllib.parse import quote
+
+    uri = f"file:{quote(str(path))}?mode=ro"
+    wal = path.with_name(path.name + "-wal")
+    if not os.access(path.parent, os.W_OK) and not wal.exists():
+        uri += "&immutable=1"
+    return uri
+
+
 def cache_dir_for(url: str) -> Path:
     """Where derived caches (the matcher index, the search vocabulary) of the database at
-    `url` live."""
+    `url` live. Keyed by the URL without its secrets: a new password keeps the cache."""
+    digest = hashlib.sha256(masked(url, mask="").encode("utf-8")).hexdigest()[:16]
+    return user_cache_root() / digest
+
+
+# Query parameters whose values are secrets (libpq's `password`, and what people put in the
+# URLs of datasets they import: `?token=`, `?key=`).
+SECRET_PARAMETERS: Final = (
+    "password", "passwd", "pwd", "secret", "token", "access_token", "api_key", "apikey",
+    "key", "sig", "signature",
+)  # fmt: skip
+# The password runs to the last `@` before the host: an unquoted `@` in it is still hidden.
+_USERINFO_RE: Final = re.compile(r"(?P<head>[A-Za-z][\w+.-]*://[^:/?#@\s]*):[^/?#\s]*@")
+_SECRET_QUERY_RE: Final = re.compile(
+    r"(?P<head>[?&;](?:" + "|".join(SECRET_PARAMETERS) + r")=)[^&#\s'\"]*", re.IGNORECASE
+)
+_PASSWORD_PAIR_RE: Final = re.compile(r"(?P<head>\bpassword\s*=\s*)('[^']*'|[^\s'\"]+)")
+MASK: Final = "***"
+
+
+def masked(text: str, *, mask: str = MASK) -> str:
+    """`text` (a URL, or a message or traceback holding URLs or libpq settings) with every
+    password replaced by `***`: `scheme://user:***@host/db`, `?password=***`, `password=***`."""
+    text = _USERINFO_RE.sub(lambda m: f"{m['head']}:{mask}@", text)
+    text = _SECRET_QUERY_RE.sub(lambda m: m["head"] + mask, text)
+    return _PASSWORD_PAIR_RE.sub(lambda m: m["head"] + mask, text)
+
+
+def user_cache_root() -> Path:
+    """`<user cache dir>/kb`; without a home folder, a private folder in the temp folder."""
     from platformdirs import user_cache_dir
 
-    digest = hashlib.sha256(url.encode("utf-8")).hexdigest()[:16]
-    return Path(user_cache_dir(APP_NAME, appauthor=False)) / digest
+    try:
+        root = Path(user_cache_dir(APP_NAME, appauthor=False))
+    except RuntimeError:  # no home folder: HOME unset and no passwd entry
+        root = Path("~")
+    return root if root.is_absolute() else _private_temp_folder()
+
+
+def _private_temp_folder() -> Path:
+    """`<temp>/kb-cache-UID`, made private; a fresh one if that name is someone else's (a
+    cache planted there would be loaded: the prefilter's databases are native code's input)."""
+    import stat
+    import tempfile
+
+    uid = os.getuid() if hasattr(os, "getuid") else 0
+    folder = Path(tempfile.gettempdir()) / f"kb-cache-{uid}"
+    try:
+        folder.mkdir(mode=0o700, exist_ok=True)
+        found = folder.lstat()
+        if stat.S_ISDIR(found.st_mode) and found.st_uid == uid and not found.st_mode & 0o077:
+            return folder
+    except OSError:
+        pass
+    return Path(tempfile.mkdtemp(prefix="kb-cache-"))

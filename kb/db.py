@@ -7,8 +7,10 @@ an older one must be upgraded with `kb db upgrade`, and every other command refu
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from sqlalchemy import (
     Connection,
@@ -23,13 +25,27 @@ from sqlalchemy import (
 )
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, SQLAlchemyError
+from sqlalchemy.pool import NullPool
 
-from kb.config import HEAD_REVISION
+from kb.config import HEAD_REVISION, masked, sqlite_file, sqlite_read_only, sqlite_reader_uri
 from kb.errors import DatabaseError, SchemaOutOfDate
 from kb.models import META, Base
 
 # How long a command waits for another process's write lock before giving up (exit 3).
 BUSY_TIMEOUT_MS = 30_000
+# How long connecting to a PostgreSQL server may take before kb says it is unreachable: a
+# firewalled host otherwise hangs for the system's TCP timeout (two minutes or more).
+CONNECT_TIMEOUT_S: Final = 10
+# The PostgreSQL advisory lock every schema change holds (any constant; "kb" in ASCII), so two
+# `kb db upgrade` (or two first uses of an empty database) run one after the other.
+SCHEMA_LOCK: Final = 0x6B62
+# A server's pool: connections kept open per worker process (the matcher threads, the revision
+# watcher and a request or two at once); beyond these, short-lived extra ones.
+# A reader's transaction on PostgreSQL: one snapshot for all its statements (a count and the
+# rows it counts, the revision and the records), where READ COMMITTED gives each its own.
+READER_ISOLATION: Final = "REPEATABLE READ"
+POOL_SIZE: Final = 4
+POOL_OVERFLOW: Final = 8
 
 PAGE_SIZE = 16384  # bytes, for new SQLite files
 
@@ -59,51 +75,153 @@ def _on_sqlite_connect(dbapi_connection: Any, _record: Any) -> None:
     cursor.close()
 
 
+def _on_read_only_connect(dbapi_connection: Any, _record: Any) -> None:
+    # As _on_sqlite_connect, without the pragmas that write (page size, WAL).
+    dbapi_connection.isolation_level = None
+    dbapi_connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+
+
 def _on_sqlite_begin(connection: Any) -> None:
     connection.exec_driver_sql("BEGIN")
 
 
-def make_engine(url: str) -> Engine:
-    """An engine for `url`; for SQLite the file's folder is created and WAL is on."""
+def make_engine(url: str, *, pooled: bool = False) -> Engine:
+    """An engine for `url`; for SQLite the file's folder is created and WAL is on.
+
+    A command is one short process: it connects when it needs to and closes at once (no pool,
+    so a CLI never holds a server connection it does not use). A server (`pooled`) keeps a
+    few connections per worker, checked before each use."""
     try:
         parsed = make_url(url)
-    except ArgumentError as exc:
-        raise DatabaseError(f"not a database URL: {url}") from exc
+    except (ArgumentError, ValueError) as exc:
+        raise DatabaseError(
+            f"not a database URL: {masked(url)} ({masked(str(exc))})",
+            hint="Use a path to a SQLite file or a URL such as "
+            "postgresql+psycopg://USER:PASSWORD@HOST:5432/DATABASE.",
+        ) from None
     is_sqlite = parsed.get_backend_name() == "sqlite"
     if is_sqlite and parsed.database and parsed.database != ":memory:":
         Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+    read_only = read_only_file(url)
+    options: dict[str, Any] = {}
+    if read_only is not None:  # a shared copy: read as such, or SQLite cannot open it at all
+        import sqlite3
+
+        reader_uri = sqlite_reader_uri(read_only)
+        options["creator"] = lambda: sqlite3.connect(reader_uri, uri=True, check_same_thread=False)
+    if pooled and not is_sqlite:
+        options.update(pool_size=POOL_SIZE, max_overflow=POOL_OVERFLOW, pool_pre_ping=True)
+    elif not pooled and not (is_sqlite and parsed.database in (None, "", ":memory:")):
+        options["poolclass"] = NullPool  # an in-memory SQLite database lives in its connection
+    # (a pooled SQLite engine keeps SQLAlchemy's own pool for a file)
+    if parsed.get_backend_name() == "postgresql" and "connect_timeout" not in parsed.query:
+        options["connect_args"] = {"connect_timeout": CONNECT_TIMEOUT_S}
     try:
-        engine = create_engine(parsed, future=True)
+        engine = create_engine(parsed, **options)
     except (NoSuchModuleError, ImportError) as exc:
         raise DatabaseError(
-            f"cannot use {parsed.render_as_string(hide_password=True)}: {exc}",
-            hint="For PostgreSQL install kb[postgres].",
-        ) from exc
+            f"cannot use {describe_url(parsed)}: {masked(str(exc))}",
+            hint="For PostgreSQL install kb's postgres extra: pip install 'kb[postgres]'.",
+        ) from None
     if is_sqlite:
-        event.listen(engine, "connect", _on_sqlite_connect)
+        on_connect = _on_sqlite_connect if read_only is None else _on_read_only_connect
+        event.listen(engine, "connect", on_connect)
         event.listen(engine, "begin", _on_sqlite_begin)
     return engine
 
 
+def describe_url(url: Any) -> str:
+    """A URL as it may be printed: no password, in the user part or in the query."""
+    return masked(url.render_as_string(hide_password=True))
+
+
+def read_only_file(url: str) -> Path | None:
+    """The SQLite file at `url` if kb may only read it (it or its folder is not writable)."""
+    path = sqlite_file(url)
+    return path if path is not None and sqlite_read_only(path) else None
+
+
+def refuse_read_only(engine: Engine) -> None:
+    """DatabaseError (exit 3) for a database kb may only read, before a command writes."""
+    path = read_only_file(describe(engine))
+    if path is not None:
+        raise DatabaseError(
+            f"the database {path} is read-only (the file or its folder cannot be written)",
+            hint="Import into a copy you can write, or ask whoever owns it.",
+        )
+
+
 def describe(engine: Engine) -> str:
-    return engine.url.render_as_string(hide_password=True)
+    return describe_url(engine.url)
+
+
+def unusable(engine: Engine, exc: DBAPIError, doing: str = "cannot open") -> DatabaseError:
+    """The one-line DatabaseError (exit 3) for a driver's failure, with the next step:
+    unreachable server, unknown database, wrong credentials, locked file."""
+    reason = " ".join(masked(str(exc.orig)).split())
+    lowered = reason.lower()
+    hint = None
+    if "password authentication failed" in lowered or "no password supplied" in lowered:
+        hint = "Check the user name and password in the URL (or in ~/.pgpass)."
+    elif "does not exist" in lowered and "database" in lowered:
+        hint = "Create the database first (createdb NAME), or correct its name in the URL."
+    elif any(
+        words in lowered
+        for words in ("connection refused", "timeout expired", "could not translate", "port")
+    ):
+        hint = "Is the server running, and are the host and port in the URL right?"
+    elif "database is locked" in lowered:
+        hint = "Another kb is writing to it; try again when it has finished."
+    return DatabaseError(f"{doing} the database {describe(engine)}: {reason}", hint=hint)
+
+
+@contextlib.contextmanager
+def connected(engine: Engine, doing: str = "cannot open") -> Iterator[Connection]:
+    """A connection whose reads all see one snapshot of the knowledge base (an import that
+    commits meanwhile is seen by none of them or, next time, by all); failing to connect is a
+    DatabaseError (exit 3) that says why. SQLite's read transaction is a snapshot already."""
+    try:
+        conn = engine.connect()
+        if conn.dialect.name == "postgresql":
+            conn = conn.execution_options(isolation_level=READER_ISOLATION)
+    except DBAPIError as exc:
+        raise unusable(engine, exc, doing) from None
+    with conn:
+        yield conn
 
 
 def current_revision(engine: Engine) -> str | None:
     """The Alembic revision stamped in the database, or None when it has none."""
-    try:
-        with engine.connect() as conn:
-            if not inspect(conn).has_table("alembic_version"):
-                return None
-            row = conn.execute(text("SELECT version_num FROM alembic_version")).first()
-    except DBAPIError as exc:
-        raise DatabaseError(f"cannot open the database {describe(engine)}: {exc.orig}") from exc
+    with connected(engine) as conn:
+        if not inspect(conn).has_table("alembic_version"):
+            return None
+        row = conn.execute(text("SELECT version_num FROM alembic_version")).first()
     return None if row is None else str(row[0])
 
 
-def _is_empty(engine: Engine) -> bool:
-    with engine.connect() as conn:
-        return not inspect(conn).get_table_names()
+def _is_empty(conn: Connection) -> bool:
+    return not inspect(conn).get_table_names()
+
+
+def _lock_schema(conn: Connection) -> None:
+    """Hold the schema lock until this transaction ends (PostgreSQL; SQLite's own write lock,
+    taken by BEGIN IMMEDIATE, does the same there)."""
+    if conn.dialect.name == "postgresql":
+        conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": SCHEMA_LOCK})
+    elif conn.dialect.name == "sqlite":
+        # A deferred transaction that reads, then writes, fails when another wrote in between;
+        # taking the write lock first makes the second upgrade wait, then find nothing to do.
+        conn.exec_driver_sql("SELECT 1")  # begins the transaction (the "begin" event)
+        with contextlib.suppress(DBAPIError):
+            conn.exec_driver_sql("COMMIT")
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+def _stamped(conn: Connection) -> str | None:
+    if not inspect(conn).has_table("alembic_version"):
+        return None
+    row = conn.execute(text("SELECT version_num FROM alembic_version")).first()
+    return None if row is None else str(row[0])
 
 
 def _alembic_config(engine: Engine) -> Any:
@@ -115,44 +233,62 @@ def _alembic_config(engine: Engine) -> Any:
     return config
 
 
-def create_at_head(engine: Engine) -> None:
-    """Create every table of a new database and stamp it at the newest revision."""
+def _create_in(conn: Connection, engine: Engine) -> None:
     from alembic import command
 
+    Base.metadata.create_all(conn)
+    config = _alembic_config(engine)
+    config.attributes["connection"] = conn
+    command.stamp(config, "head")
+
+
+def create_at_head(engine: Engine) -> None:
+    """Create every table of a new database and stamp it at the newest revision."""
     with engine.begin() as conn:
-        Base.metadata.create_all(conn)
-        config = _alembic_config(engine)
-        config.attributes["connection"] = conn
-        command.stamp(config, "head")
+        _create_in(conn, engine)
+
+
+def _foreign(engine: Engine) -> DatabaseError:
+    return DatabaseError(
+        f"{describe(engine)} holds tables but is not a kb database",
+        hint="Point --db at a new file or an empty database.",
+    )
+
+
+def _newer(engine: Engine, revision: str) -> DatabaseError:
+    return DatabaseError(
+        f"the database {describe(engine)} is at schema revision {revision}, which this kb "
+        f"does not know: it was made by a newer kb (this one knows up to {HEAD_REVISION})",
+        hint="Upgrade kb (pip install -U kb) to use it.",
+    )
 
 
 def ensure_ready(engine: Engine) -> None:
     """Make a usable database of `engine`: create a new one, refuse an old or foreign one."""
-    try:
-        revision = current_revision(engine)
+    revision = current_revision(engine)
+    if revision == HEAD_REVISION:
+        return
+    if revision is None:
+        try:
+            with engine.begin() as conn:
+                _lock_schema(conn)
+                revision = _stamped(conn)  # another process may have created it meanwhile
+                if revision is None:
+                    if not _is_empty(conn):
+                        raise _foreign(engine)
+                    _create_in(conn, engine)
+                    return
+        except DBAPIError as exc:
+            raise unusable(engine, exc, "cannot create kb's tables in") from None
         if revision == HEAD_REVISION:
             return
-        if revision is None:
-            if not _is_empty(engine):
-                raise DatabaseError(
-                    f"{describe(engine)} holds tables but is not a kb database",
-                    hint="Point --db at a new file or an empty database.",
-                )
-            create_at_head(engine)
-            return
-    except DBAPIError as exc:
-        raise DatabaseError(f"cannot use the database {describe(engine)}: {exc.orig}") from exc
     if revision in known_revisions():
         raise SchemaOutOfDate(
             f"the database {describe(engine)} is at schema revision {revision}, "
             f"this kb needs {HEAD_REVISION}",
             hint="Run `kb db upgrade` to upgrade it.",
         )
-    raise DatabaseError(
-        f"the database {describe(engine)} is at schema revision {revision}, "
-        "which this kb does not know (made by a newer kb?)",
-        hint="Upgrade kb.",
-    )
+    raise _newer(engine, revision)
 
 
 def known_revisions() -> set[str]:
@@ -164,21 +300,32 @@ def known_revisions() -> set[str]:
 
 
 def upgrade(engine: Engine) -> tuple[str | None, str]:
-    """Bring the database to the newest revision; returns (before, after)."""
+    """Bring the database to the newest revision; returns (before, after). Safe to run from
+    several processes at once: each holds the schema lock, and the later ones find the work
+    done. Refuses a database that holds other tables than kb's, or one made by a newer kb."""
     from alembic import command
 
-    before = current_revision(engine)
-    if before is None and _is_empty(engine):
-        create_at_head(engine)
-        return None, HEAD_REVISION
+    refuse_read_only(engine)
+    current_revision(engine)  # a clear message when the database cannot be reached at all
     try:
         with engine.begin() as conn:
+            _lock_schema(conn)
+            before = _stamped(conn)
+            if before is None:
+                if not _is_empty(conn):
+                    raise _foreign(engine)
+                _create_in(conn, engine)
+                return None, HEAD_REVISION
+            if before not in known_revisions():
+                raise _newer(engine, before)
             config = _alembic_config(engine)
             config.attributes["connection"] = conn
             command.upgrade(config, "head")
+    except DBAPIError as exc:
+        raise unusable(engine, exc, "cannot upgrade") from None
     except SQLAlchemyError as exc:
-        raise DatabaseError(f"upgrade of {describe(engine)} failed: {exc}") from exc
-    return before, current_revision(engine) or HEAD_REVISION
+        raise DatabaseError(f"upgrade of {describe(engine)} failed: {masked(str(exc))}") from None
+    return before, HEAD_REVISION
 
 
 def set_meta(conn: Connection, key: str, value: str) -> None:

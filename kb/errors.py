@@ -11,6 +11,7 @@ EXIT_OK = 0
 EXIT_NOTHING_FOUND = 1  # match/search found nothing; import rejected some records
 EXIT_USAGE = 2  # usage or unreadable input
 EXIT_DATABASE = 3  # the database is missing, locked past the timeout or at the wrong schema
+EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT, as shells report it)
 
 
 class KbError(Exception):
@@ -31,6 +32,18 @@ class InputError(KbError):
     """An input file or stream cannot be read at all (missing, not JSON, bad checksum)."""
 
     exit_code = EXIT_USAGE
+
+
+class OutputError(KbError):
+    """A file kb was asked to write cannot be written (a missing folder, a full disk)."""
+
+    exit_code = EXIT_USAGE
+
+
+class Interrupted(KbError):
+    """Ctrl-C: the message says what was stored before it came."""
+
+    exit_code = EXIT_INTERRUPTED
 
 
 class DatabaseError(KbError):

@@ -5,20 +5,23 @@ Plain values in and out; the CLI is one user of it, Python code is another.
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import re
+import shutil
+import sqlite3
+import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Final
 
 from sqlalchemy import Engine, func, select
-from sqlalchemy.exc import OperationalError
 
 from kb import db
 from kb.config import cache_dir_for, resolve_database_url
 from kb.db import get_meta
-from kb.errors import Ambiguous, Candidate, DatabaseError, NotFound
+from kb.errors import Ambiguous, Candidate, NotFound
 from kb.ingest import (
     DEFAULT_BATCH_SIZE,
     ImportReport,
@@ -29,10 +32,16 @@ from kb.ingest import (
 from kb.models import DATASET_SOURCES, IMPORT_RUNS, RECORDS, REPOSITORIES
 from kb.records import COLUMNS, ID_RE, REPOSITORY_FIELDS, Record
 from kb.sql import SqlAlchemyRunner, read_revision, records_by_id
+from kb.text import json_safe
 
 if TYPE_CHECKING:
     from kb.matcher import MatcherIndex, MatchReport, PatternSource
     from kb.search import Filters, SearchResponse
+    from kb.shared_index import Status
+
+# What writing the matcher cache raises when its folder cannot take it: no such folder or a
+# file in its way, no permission, a full disk (SQLite's "database or disk is full").
+CACHE_WRITE_ERRORS: Final = (OSError, sqlite3.Error)
 
 
 def repository_from_row(row: Any) -> dict[str, Any]:
@@ -65,12 +74,25 @@ def record_from_row(row: Any) -> Record:
 
 
 class KnowledgeBase:
-    """One knowledge base, at a SQLAlchemy URL or a SQLite path (see kb.config)."""
+    """One knowledge base, at a SQLAlchemy URL or a SQLite path (see kb.config).
 
-    def __init__(self, url: str | None = None, *, create: bool = True) -> None:
+    `pooled`: keep connections open between calls (a long-running server); a command
+    connects for each call and closes at once."""
+
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        create: bool = True,
+        pooled: bool = False,
+        notify: Callable[[str], None] | None = None,
+    ) -> None:
+        """`notify` gets a line for a person when kb works around something (a cache folder
+        it cannot write, another process's build it waits for); silent by default."""
         self.url = resolve_database_url(url)
-        self.engine: Engine = db.make_engine(self.url)
+        self.engine: Engine = db.make_engine(self.url, pooled=pooled)
         self._index: MatcherIndex | None = None
+        self._notify = notify or (lambda _text: None)
         if create:
             db.ensure_ready(self.engine)
 
@@ -100,6 +122,7 @@ class KnowledgeBase:
         repositories' full records and its compact index; `on_repository(done, total, repo)`
         follows the repositories. A dataset version imported already is skipped unless `force`.
         """
+        db.refuse_read_only(self.engine)
         return import_sources(
             self.engine,
             sources,
@@ -125,32 +148,116 @@ class KnowledgeBase:
         """Where this knowledge base's derived caches (the matcher index) live."""
         return cache_dir_for(self.url)
 
-    def matcher(self, *, rebuild: bool = False) -> MatcherIndex:
-        """The matcher index for the current revision: loaded from the cache, else built."""
-        from kb.matcher import build_index, load_index
+    def matcher(
+        self,
+        *,
+        rebuild: bool = False,
+        status: Status | None = None,
+        progress: Callable[[int], None] | None = None,
+    ) -> MatcherIndex:
+        """The matcher index for the current revision: loaded from the cache, else fetched
+        from the database (where the first builder stored it), else built (one process at a
+        time: the others wait for it and load what it wrote) and stored. Where the cache
+        folder cannot be written, built in a temporary folder for this process alone.
+        `status` gets a line before and after a fetch or a build; `progress` follows a build
+        (records prepared since its last call)."""
+        from kb.matcher import load_index
+        from kb.matcher.lock import build_lock
 
         revision = self.revision()
         index = self._index
         if index is not None and index.revision == revision and not rebuild:
             return index  # kept in memory: repeated matches pay for neither load nor build
-        index = None if rebuild else load_index(self.cache_dir(), revision)
+        cache_dir = self.cache_dir()
+        index = None if rebuild else load_index(cache_dir, revision)
+        if index is None and not rebuild and self._fetch_matcher(cache_dir, revision, status):
+            index = load_index(cache_dir, revision)
         if index is None:
-            index = build_index(self._pattern_sources(), self.cache_dir(), revision)
+            try:
+                with build_lock(cache_dir, self._waiting):
+                    index = None if rebuild else load_index(cache_dir, revision)
+                    if index is None:
+                        self._build(cache_dir, revision, status, progress)
+                        index = load_index(cache_dir, revision)
+            except CACHE_WRITE_ERRORS as exc:
+                cache_dir = _temporary_folder()
+                self._notify(
+                    f"cannot write the matcher cache in {self.cache_dir()} ({_reason(exc)}); "
+                    "the index is built for this run alone"
+                )
+                self._build(cache_dir, revision, status, progress)
+                index = load_index(cache_dir, revision)
+            if index is None:  # pragma: no cover - we just wrote it
+                raise RuntimeError(f"the matcher cache in {cache_dir} cannot be read")
         self._index = index
         return index
 
     def build_matcher(self, progress: Callable[[int], None] | None = None) -> bool:
         """Write the matcher cache for the current revision unless it is there already, without
         loading it (what `kb import` does after storing records: the build's memory is freed
-        before anything else is held). True if it was built. `progress` gets the number of
+        before anything else is held), and store it in the database for the other machines.
+        True if it was built; False also when the cache folder cannot take it (`notify` says
+        why; `matcher()` then builds in a temporary folder). `progress` gets the number of
         records prepared since its last call."""
-        from kb.matcher import cache_is_current, write_index
+        from kb.matcher import CACHE_FILE, FORMAT_VERSION, cache_is_current
+        from kb.matcher.lock import build_lock
+        from kb.shared_index import store_quietly
 
         revision = self.revision()
-        if cache_is_current(self.cache_dir(), revision):
+        cache_dir = self.cache_dir()
+        if cache_is_current(cache_dir, revision):
+            # built here already; still shared if it was not (an import through the library)
+            store_quietly(self.engine, cache_dir / CACHE_FILE, revision, FORMAT_VERSION)
             return False
-        write_index(self._pattern_sources(), self.cache_dir(), revision, progress)
+        try:
+            with build_lock(cache_dir, self._waiting):
+                if cache_is_current(cache_dir, revision):
+                    return False  # another process built it while this one waited
+                self._build(cache_dir, revision, None, progress)
+        except CACHE_WRITE_ERRORS as exc:
+            self._notify(
+                f"cannot write the matcher cache in {cache_dir} ({_reason(exc)}); "
+                "`kb match` builds the index each time until it can"
+            )
+            return False
         return True
+
+    def _waiting(self) -> None:
+        self._notify("another kb is building the matcher index; waiting for it")
+
+    def _build(
+        self,
+        cache_dir: Path,
+        revision: str,
+        status: Status | None,
+        progress: Callable[[int], None] | None,
+    ) -> None:
+        """Write the cache for `revision` into `cache_dir`, then share it in the database."""
+        import time
+
+        from kb.matcher import CACHE_FILE, FORMAT_VERSION, write_index
+        from kb.shared_index import store_quietly
+
+        started = time.perf_counter()
+        if status is not None:
+            count = self.count()
+            status(
+                f"Building the matcher index for this revision ({count:,} "
+                f"record{'s' * (count != 1)}; none is stored in the database yet)..."
+            )
+        write_index(self._pattern_sources(), cache_dir, revision, progress)
+        if status is not None:
+            status(f"Built the matcher index in {time.perf_counter() - started:.1f} s.")
+        store_quietly(self.engine, cache_dir / CACHE_FILE, revision, FORMAT_VERSION)
+
+    def _fetch_matcher(self, cache_dir: Path, revision: str, status: Status | None) -> bool:
+        """The revision's cache file fetched from the database into `cache_dir`."""
+        from kb.matcher import CACHE_FILE, FORMAT_VERSION
+        from kb.shared_index import fetch
+
+        with self._connect() as conn:
+            runner = SqlAlchemyRunner(conn)
+            return fetch(runner, cache_dir, CACHE_FILE, revision, FORMAT_VERSION, status)
 
     def match(
         self,
@@ -164,10 +271,20 @@ class KnowledgeBase:
         file name) or `bytes`, an open stream, or a path-like (`pathlib.Path`) naming a file
         to read. Each match carries its record (`match.record`), fetched on first use. The
         lines no record explains are in `report.unmatched`, with `kb search` suggestions
-        unless `suggest` is False."""
+        unless `suggest` is False. A matcher cache found damaged on the way is rebuilt and the
+        log matched again (a stream is kept for that up to kb.matcher.replay.REPLAY_BYTES)."""
+        from kb.matcher.cache import CacheDamaged
         from kb.matcher.rank import RecordSource
+        from kb.matcher.replay import Replayable
 
-        report = self.matcher().match(log, top=top, min_score=min_score)
+        replayable = Replayable.wrap(log)
+        try:
+            report = self.matcher().match(replayable.stream(), top=top, min_score=min_score)
+        except CacheDamaged as exc:
+            self._notify(f"{exc.message}; rebuilding it")
+            self._index = None
+            again = replayable.again(exc)
+            report = self.matcher().match(again, top=top, min_score=min_score)
         source = RecordSource((m.id for m in report.matches), self.get_many)
         for found in report.matches:
             found.source = source
@@ -432,7 +549,9 @@ class KnowledgeBase:
         """Write JSONL, one record a line, that `import` reads back unchanged."""
         count = 0
         for record in self.iter_records(repo):
-            out.write(json.dumps(record, ensure_ascii=False, separators=(",", ":")))
+            # One record a line for any reader: U+2028 or U+0085 raw would split it for one
+            # that splits lines the Unicode way, and controls would reach a terminal.
+            out.write(json_safe(json.dumps(record, ensure_ascii=False, separators=(",", ":"))))
             out.write("\n")
             count += 1
         return count
@@ -451,7 +570,7 @@ class KnowledgeBase:
     def cached_matcher(self) -> MatcherIndex | None:
         """The matcher index for the current revision if it is in memory or the cache, else
         None: never builds, so a server can keep answering with its old index while the
-        importing process writes the new one."""
+        importing process writes the new one (fetched from the database once it is there)."""
         from kb.matcher import load_index
 
         revision = self.revision()
@@ -459,15 +578,25 @@ class KnowledgeBase:
         if index is not None and index.revision == revision:
             return index
         index = load_index(self.cache_dir(), revision)
+        if index is None and self._fetch_matcher(self.cache_dir(), revision, None):
+            index = load_index(self.cache_dir(), revision)
         if index is not None:
             self._index = index
         return index
 
     def _connect(self) -> Any:
-        try:
-            return self.engine.connect()
-        except OperationalError as exc:
-            raise DatabaseError(f"cannot open {db.describe(self.engine)}: {exc.orig}") from exc
+        return db.connected(self.engine)
+
+
+def _reason(exc: BaseException) -> str:
+    return exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+
+
+def _temporary_folder() -> Path:
+    """A folder of this process's own, removed when it exits."""
+    folder = tempfile.mkdtemp(prefix="kb-matcher-")
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    return Path(folder)
 
 
 def _pattern_warning(record: Record) -> str | None:

@@ -507,7 +507,7 @@ def _expand_json(
             continue
         try:
             record = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested deeper than the parser goes
             continue
         for value in _json_strings(record):
             if "\n" in value:

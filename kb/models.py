@@ -17,12 +17,14 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Table,
     Text,
     event,
 )
+from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 # Stable constraint names, so migrations can refer to them on every backend.
@@ -33,6 +35,11 @@ NAMING_CONVENTION = {
     "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
     "pk": "pk_%(table_name)s",
 }
+
+
+# JSON on SQLite (text), JSONB on PostgreSQL: stored parsed, so the full-text column reads the
+# tags and solutions without re-parsing, and the rows are smaller.
+JSON_VALUE: Final = JSON().with_variant(JSONB(), "postgresql")
 
 
 class Base(DeclarativeBase):
@@ -67,20 +74,22 @@ class RecordRow(Base):
     documentation: Mapped[str | None] = mapped_column(Text)
     trigger_scenarios: Mapped[str | None] = mapped_column(Text)
     common_situations: Mapped[str | None] = mapped_column(Text)
-    solutions: Mapped[list[str]] = mapped_column(JSON)
+    solutions: Mapped[list[str]] = mapped_column(JSON_VALUE)
     example_fix: Mapped[str | None] = mapped_column(Text)
     handling_strategy: Mapped[str | None] = mapped_column(String(20))
     validation_code: Mapped[str | None] = mapped_column(Text)
     type_guard: Mapped[str | None] = mapped_column(Text)
     try_catch_pattern: Mapped[str | None] = mapped_column(Text)
-    prevention_tips: Mapped[list[str]] = mapped_column(JSON)
-    tags: Mapped[list[str]] = mapped_column(JSON)
+    prevention_tips: Mapped[list[str]] = mapped_column(JSON_VALUE)
+    tags: Mapped[list[str]] = mapped_column(JSON_VALUE)
     background_tag: Mapped[str | None] = mapped_column(String(200))
     analyzed_sha: Mapped[str | None] = mapped_column(String(200))
     analyzed_at: Mapped[str | None] = mapped_column(String(40))
     schema_version: Mapped[int] = mapped_column(Integer)
 
-    extra: Mapped[dict[str, Any]] = mapped_column(JSON)  # unknown fields, given back on export
+    extra: Mapped[dict[str, Any]] = mapped_column(
+        JSON_VALUE
+    )  # unknown fields, given back on export
     stub: Mapped[bool] = mapped_column(Boolean, default=False)  # compact index row only
     dataset_version: Mapped[str | None] = mapped_column(String(40))
     content_hash: Mapped[str] = mapped_column(String(64))
@@ -114,7 +123,7 @@ class ImportRun(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
-    sources: Mapped[list[str]] = mapped_column(JSON)
+    sources: Mapped[list[str]] = mapped_column(JSON_VALUE)
     dataset_version: Mapped[str | None] = mapped_column(String(40))
     inserted: Mapped[int] = mapped_column(Integer, default=0)
     updated: Mapped[int] = mapped_column(Integer, default=0)
@@ -136,7 +145,7 @@ class RepositoryRow(Base):
     analyzed_sha: Mapped[str | None] = mapped_column(String(200))
     analyzed_at: Mapped[str | None] = mapped_column(String(40))
     error_count: Mapped[int | None] = mapped_column(Integer)
-    extra: Mapped[dict[str, Any]] = mapped_column(JSON)  # unknown fields, kept
+    extra: Mapped[dict[str, Any]] = mapped_column(JSON_VALUE)  # unknown fields, kept
     dataset_version: Mapped[str | None] = mapped_column(String(40))
     import_id: Mapped[int | None] = mapped_column(
         ForeignKey("import_runs.id", ondelete="SET NULL"), index=True
@@ -157,6 +166,19 @@ class DatasetSource(Base):
     import_id: Mapped[int | None] = mapped_column(
         ForeignKey("import_runs.id", ondelete="SET NULL"), index=True
     )
+
+
+class MatcherIndexPart(Base):
+    """The matcher's cache file for one revision, zlib-compressed in parts, so a machine that
+    has no copy fetches it (a second or so) instead of rebuilding it (a minute at 150k records).
+    Written by whoever built it first (the importer, as a rule); only the newest is kept."""
+
+    __tablename__ = "matcher_index"
+
+    revision: Mapped[str] = mapped_column(String(64), primary_key=True)
+    format: Mapped[int] = mapped_column(Integer, primary_key=True)  # kb.matcher.FORMAT_VERSION
+    part: Mapped[int] = mapped_column(Integer, primary_key=True)
+    data: Mapped[bytes] = mapped_column(LargeBinary)
 
 
 class Meta(Base):
@@ -190,10 +212,72 @@ SQLITE_FTS_DDL: Final = (
 )
 
 
+# PostgreSQL: a stored, generated tsvector column with a GIN index. Four weights, in the order
+# of the bm25 weights above: A message and code, B slug and class, C repository, path and tags,
+# D the prose (kb/search.py TS_RANK_WEIGHTS gives their values). The characters that make
+# PostgreSQL's parser keep `torch.cuda`, `a/b.py`, `a-b`, `user@host` or `http://x` as one
+# token become spaces first, so they are words in a row, as FTS5's unicode61 tokenizer makes
+# them (underscores it splits already). Nested replace(): regexp_replace over the records' text
+# cost 11 s at 69,652 records, translate() 22 s, five replace() calls under 1 s.
+# The dictionary is snowball's English stemmer without a stop-word list: FTS5 drops no word,
+# so "not in index" must find the same records on both. Same statements as migrations/0005.
+PG_TEXT_CONFIG: Final = "kb_english"
+PG_SPLIT_CHARS: Final = "./-@:"
+_PG_WEIGHTED: Final = (
+    ("A", ("error_message", "error_code")),
+    ("B", ("slug", "error_class")),
+    ("C", ("repo", "file_path", "tags")),
+    ("D", ("documentation", "trigger_scenarios", "common_situations", "solutions")),
+)
+_JSON_TEXT_COLUMNS: Final = frozenset({"tags", "solutions"})
+
+
+def _pg_words(weight: str, columns: tuple[str, ...]) -> str:
+    words = " || ' ' || ".join(
+        f"coalesce({c}::text, '')" if c in _JSON_TEXT_COLUMNS else f"coalesce({c}, '')"
+        for c in columns
+    )
+    for char in PG_SPLIT_CHARS:
+        words = f"replace({words}, '{char}', ' ')"
+    return f"setweight(to_tsvector('{PG_TEXT_CONFIG}'::regconfig, {words}), '{weight}')"
+
+
+PG_SEARCH_VECTOR: Final = " || ".join(_pg_words(w, cols) for w, cols in _PG_WEIGHTED)
+PG_FTS_DDL: Final = (
+    "CREATE TEXT SEARCH DICTIONARY kb_english_stem (TEMPLATE = snowball, LANGUAGE = english)",
+    f"CREATE TEXT SEARCH CONFIGURATION {PG_TEXT_CONFIG} (COPY = english)",
+    f"ALTER TEXT SEARCH CONFIGURATION {PG_TEXT_CONFIG} ALTER MAPPING FOR asciiword, "
+    "asciihword, hword_asciipart, word, hword, hword_part WITH kb_english_stem",
+    f"ALTER TABLE records ADD COLUMN search_vector tsvector "
+    f"GENERATED ALWAYS AS ({PG_SEARCH_VECTOR}) STORED",
+    "CREATE INDEX ix_records_search_vector ON records USING gin (search_vector)",
+)
+# Not in the models (only PostgreSQL has them): schema comparisons leave them out.
+PG_ONLY_COLUMNS: Final = frozenset({"search_vector"})
+PG_ONLY_INDEXES: Final = frozenset({"ix_records_search_vector"})
+
+
 def _create_fts(target: Table, connection: Connection, **_kw: Any) -> None:
     if connection.dialect.name == "sqlite":
         for statement in SQLITE_FTS_DDL:
             connection.exec_driver_sql(statement)
+    elif connection.dialect.name == "postgresql":
+        for statement in PG_FTS_DDL:
+            connection.exec_driver_sql(statement)
+
+
+def not_derived(name: str | None, type_: str, parent_names: object) -> bool:
+    """For schema comparisons (Alembic's include_name): leave out the full-text objects that
+    the migrations make outside the models (FTS5 tables, the tsvector column and its index)."""
+    if name is None:
+        return True
+    if type_ == "table":
+        return not name.startswith("records_fts")
+    if type_ == "column":
+        return name not in PG_ONLY_COLUMNS
+    if type_ == "index":
+        return name not in PG_ONLY_INDEXES
+    return True
 
 
 def _table(model: type[Base]) -> Table:
@@ -207,5 +291,6 @@ IMPORT_RUNS: Final = _table(ImportRun)
 META: Final = _table(Meta)
 REPOSITORIES: Final = _table(RepositoryRow)
 DATASET_SOURCES: Final = _table(DatasetSource)
+MATCHER_INDEX: Final = _table(MatcherIndexPart)
 
 event.listen(RECORDS, "after_create", _create_fts)

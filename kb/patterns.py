@@ -559,9 +559,9 @@ def relax(regex: str) -> str | None:
         i += 1
     relaxed = re.sub(r"\{(\d{4,})(?:,\d*)?\}", "+", "".join(out))
     try:
-        import re2
+        from kb.regex import compile_re2
 
-        re2.compile(relaxed)
+        compile_re2(relaxed)
     except Exception:
         return None
     return relaxed

@@ -486,9 +486,14 @@ def _lone_surrogate(value: Any, where: str) -> tuple[str, str] | None:
         found = LONE_SURROGATE_RE.search(value)
         if found is None:
             return None
+        code = ord(found.group())
+        if 0xDC80 <= code <= 0xDCFF:  # how the reader spells a byte that is not UTF-8
+            return where, (
+                f"not valid UTF-8: byte 0x{code - 0xDC00:02X} at character {found.start()} "
+                f"(or the lone surrogate U+{code:04X})"
+            )
         return where, (
-            f"not valid Unicode: a lone surrogate (U+{ord(found.group()):04X}) "
-            f"at character {found.start()}"
+            f"not valid Unicode: a lone surrogate (U+{code:04X}) at character {found.start()}"
         )
     if type(value) is list:
         for index, item in enumerate(value):

@@ -12,23 +12,41 @@ import textwrap
 from collections.abc import Iterable
 from typing import Any, Final
 
-from kb.text import ANSI_RE, clip
+from kb.text import ANSI_RE, INVISIBLE_CHARS, clip, json_safe
 
-# Escape sequences (kb.text.ANSI_RE), then any remaining C0/C1 control character but \n and \t.
-CONTROL_RE: Final = re.compile(
-    r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069]"
-)
+# Escape sequences (kb.text.ANSI_RE), then any remaining C0 control character but \n and \t,
+# and every character that is shown as something else or not at all (kb.text.INVISIBLE_CHARS).
+CONTROL_RE: Final = re.compile(f"[\\x00-\\x08\\x0b-\\x1f{INVISIBLE_CHARS}]")
+# The 8-bit string controls (DCS, SOS, OSC, PM, APC, up to ST or BEL) that some terminals obey
+# as they do the 7-bit ones: their payload (a title, a clipboard) goes with them.
+C1_STRING_RE: Final = re.compile(r"[\x90\x98\x9d-\x9f][^\x07\x1b\x9c]*(?:\x07|\x9c|\x1b\\)")
+SURROGATE_RE: Final = re.compile("[\\ud800-\\udfff]")
 WRAP_WIDTH: Final = 88  # readable in an 80–100 column terminal with the indent
+# One field as text or markdown shows at most this much: the largest field of a real record
+# is about 1 KB, and a 200 MB one (written by another tool; import refuses records past
+# kb.ingest.reading.MAX_RECORD_CHARS) once made `kb show` wrap 4.5 GB of words.
+SHOWN_CHARS: Final = 20_000
 
 
 def safe(text: object, *, multiline: bool = True) -> str:
     """Dataset text with escape sequences and control characters removed."""
     if text is None:
         return ""
-    cleaned = CONTROL_RE.sub("", ANSI_RE.sub("", str(text).replace("\r\n", "\n")))
+    cleaned = ANSI_RE.sub("", str(text).replace("\r\n", "\n"))
+    cleaned = CONTROL_RE.sub("", C1_STRING_RE.sub("", cleaned))
+    cleaned = SURROGATE_RE.sub("\ufffd", cleaned)  # no terminal can be sent one
     if not multiline:
         cleaned = " ".join(cleaned.split())
     return cleaned
+
+
+def bounded(text: object) -> str:
+    """A field as shown to people: cut at SHOWN_CHARS, saying how much is left."""
+    value = "" if text is None else str(text)
+    if len(value) <= SHOWN_CHARS:
+        return value
+    left = len(value) - SHOWN_CHARS
+    return value[:SHOWN_CHARS] + f" … ({left:,} more characters; --format json has them all)"
 
 
 class Style:
@@ -59,7 +77,7 @@ class Style:
 
 def _paragraphs(text: object, indent: str = "  ", width: int = WRAP_WIDTH) -> str:
     out = []
-    for block in safe(text).split("\n\n"):
+    for block in safe(bounded(text)).split("\n\n"):
         block = " ".join(block.split())
         if block:
             out.append(textwrap.fill(block, width, initial_indent=indent, subsequent_indent=indent))
@@ -67,7 +85,7 @@ def _paragraphs(text: object, indent: str = "  ", width: int = WRAP_WIDTH) -> st
 
 
 def _code_block(text: object, indent: str = "    ") -> str:
-    return "\n".join(indent + line for line in safe(text).rstrip().splitlines())
+    return "\n".join(indent + line for line in safe(bounded(text)).rstrip().splitlines())
 
 
 def _numbered(items: Iterable[object], indent: str = "  ", width: int = WRAP_WIDTH) -> str:
@@ -76,7 +94,7 @@ def _numbered(items: Iterable[object], indent: str = "  ", width: int = WRAP_WID
         prefix = f"{indent}{number}. "
         lines.append(
             textwrap.fill(
-                safe(item, multiline=False),
+                safe(bounded(item), multiline=False),
                 width,
                 initial_indent=prefix,
                 subsequent_indent=" " * len(prefix),
@@ -88,7 +106,7 @@ def _numbered(items: Iterable[object], indent: str = "  ", width: int = WRAP_WID
 def _bullets(items: Iterable[object], indent: str = "  ", width: int = WRAP_WIDTH) -> str:
     return "\n".join(
         textwrap.fill(
-            safe(item, multiline=False),
+            safe(bounded(item), multiline=False),
             width,
             initial_indent=f"{indent}- ",
             subsequent_indent=f"{indent}  ",
@@ -116,7 +134,7 @@ def record_header(record: dict[str, Any], style: Style) -> list[str]:
     if record.get("httpStatus"):
         facts.append(f"HTTP {record['httpStatus']}")
     lines = [
-        style.title(safe(record.get("errorMessage"), multiline=False)),
+        style.title(safe(bounded(record.get("errorMessage")), multiline=False)),
         " · ".join(fact for fact in facts if fact),
         style.dim(f"id {record.get('id')}  slug {safe(record.get('slug'), multiline=False)}"),
     ]
@@ -183,13 +201,103 @@ def record_text(
 
 
 def _md_inline(text: object) -> str:
-    """Inline markdown: one line, with characters that would start markup escaped."""
+    """Inline markdown: one line, with characters that would start markup (or an entity such as
+    `&#x202e;`) escaped."""
+    value = safe(bounded(text), multiline=False)
+    return re.sub(r"([\\`*_{}\[\]<>#|&])", r"\\\1", value)
+
+
+def _md_code(text: object) -> str:
+    """A code span that holds `text` whole: its fence is longer than any run of backticks in
+    it, and a space pads text that starts or ends with a backtick (CommonMark strips it)."""
     value = safe(text, multiline=False)
-    return re.sub(r"([\\`*_{}\[\]<>#|])", r"\\\1", value)
+    longest = max((len(run) for run in re.findall(r"`+", value)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if value[:1] in ("`", " ") or value[-1:] in ("`", " ") else ""
+    return f"{fence}{pad}{value}{pad}{fence}"
+
+
+# Markdown that dataset prose may keep, and what in it could reach beyond the ticket.
+_MD_FENCE_RE: Final = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+_MD_BACKTICKS_RE: Final = re.compile(r"`+")
+# Raw HTML and autolinks start with "<"; an entity (&#x6a; or &lt;) can spell either.
+_MD_HTML_RE: Final = re.compile(r"<|&(?=#?\w+;)")
+# An inline link or image's "](", or a reference definition's "[label]:", and its target.
+_MD_LINK_RE: Final = re.compile(
+    r"\]\(\s*<?([^\s)>]*)|^( {0,3})\[(?=[^\]]*\]:\s*<?([^\s>]*))", re.MULTILINE
+)
+_MD_SAFE_TARGET_RE: Final = re.compile(r"(?i)https?://|mailto:|#")
+
+
+def _md_prose(text: object) -> str:
+    """Dataset prose (documentation, scenarios) kept as the markdown it is written in, made
+    harmless in a ticket: raw HTML and entities shown as text, links only to http(s), mailto
+    and anchors, code spans and fenced blocks left as they are, a fence left open closed."""
+    out: list[str] = []
+    fence: str | None = None
+    paragraph: list[str] = []
+
+    def flush() -> None:
+        if paragraph:
+            out.append(_md_paragraph("\n".join(paragraph)))
+            paragraph.clear()
+
+    for line in safe(bounded(text)).strip().split("\n"):
+        opened = _MD_FENCE_RE.match(line)
+        if fence is not None:
+            out.append(line)
+            bare = line.strip()
+            if bare.startswith(fence) and not bare.strip(fence[0]):
+                fence = None
+        elif opened:
+            flush()
+            fence = opened.group(1)
+            out.append(line)
+        elif not line.strip():
+            flush()
+            out.append("")
+        else:
+            paragraph.append(line)
+    flush()
+    if fence is not None:
+        out.append(fence)
+    return "\n".join(out).strip("\n")
+
+
+def _md_paragraph(text: str) -> str:
+    """One paragraph of prose: code spans kept whole, the rest through _md_plain; a run of
+    backticks that closes nothing escaped, so it cannot pair with one in a later section."""
+    out: list[str] = []
+    at = 0
+    while (run := _MD_BACKTICKS_RE.search(text, at)) is not None:
+        closing = re.compile(rf"(?<!`){run.group()}(?!`)").search(text, run.end())
+        out.append(_md_plain(text[at : run.start()]))
+        if closing is None:
+            out.append("\\`" * len(run.group()))
+            at = run.end()
+        else:
+            out.append(text[run.start() : closing.end()])
+            at = closing.end()
+    out.append(_md_plain(text[at:]))
+    return "".join(out)
+
+
+def _md_plain(text: str) -> str:
+    text = _MD_HTML_RE.sub(lambda m: "\\" + m.group(), text)
+
+    def link(found: re.Match[str]) -> str:
+        target = found.group(1) if found.group(1) is not None else found.group(3)
+        if _MD_SAFE_TARGET_RE.match(target or ""):
+            return found.group()
+        if found.group(1) is not None:
+            return "\\" + found.group()  # "\](": no longer a link
+        return found.group(2) + "\\["
+
+    return _MD_LINK_RE.sub(link, text)
 
 
 def _md_fence(text: object, language: str = "") -> str:
-    body = safe(text).rstrip("\n")
+    body = safe(bounded(text)).rstrip("\n")
     longest = max((len(run) for run in re.findall(r"`+", body)), default=0)
     fence = "`" * max(3, longest + 1)
     return f"{fence}{language}\n{body}\n{fence}"
@@ -214,7 +322,7 @@ def record_markdown(
         else:
             facts.append(f"**Raised at:** {_md_inline(where)}")
     if record.get("errorCode"):
-        facts.append(f"**Code:** `{safe(record['errorCode'], multiline=False)}`")
+        facts.append(f"**Code:** {_md_code(record['errorCode'])}")
     facts.append(f"**Record:** `{record.get('id')}`")
     lines.append(" · ".join(facts))
     if repository:
@@ -224,9 +332,9 @@ def record_markdown(
         if body.strip():
             lines.extend(["", f"{h}# {title}", "", body])
 
-    section("What it means", safe(record.get("documentation")).strip())
-    section("When it happens", safe(record.get("triggerScenarios")).strip())
-    section("Common situations", safe(record.get("commonSituations")).strip())
+    section("What it means", _md_prose(record.get("documentation")))
+    section("When it happens", _md_prose(record.get("triggerScenarios")))
+    section("Common situations", _md_prose(record.get("commonSituations")))
     section(
         "Solutions",
         "\n".join(
@@ -243,8 +351,9 @@ def record_markdown(
 
 
 def to_json(value: Any) -> str:
-    """JSON for programs: control characters escaped by json itself, so output stays safe."""
-    return json.dumps(value, ensure_ascii=False, indent=2)
+    """JSON for programs: the data exact, every control, bidi or invisible character escaped
+    (C0 by json itself, the rest by kb.text.json_safe), so a terminal showing it is not fooled."""
+    return json_safe(json.dumps(value, ensure_ascii=False, indent=2))
 
 
 # --------------------------------------------------------------------------- matches

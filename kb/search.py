@@ -1,8 +1,9 @@
 """Full-text search over the records, with filters, exact look-ups and "did you mean".
 
-SQLite answers from its FTS5 index (ranked by bm25); other databases get a portable,
-slower word search until their own index is wired up. Whatever the user types becomes
-quoted FTS phrases and bound parameters, never query syntax or SQL.
+SQLite answers from its FTS5 index (ranked by bm25), PostgreSQL from a weighted `tsvector`
+column with a GIN index (ranked by ts_rank; kb/models.py makes both), any other database from a
+portable, slower word search. Whatever the user types becomes quoted phrases and bound
+parameters, never query syntax or SQL.
 
 The SQL here is plain text with `?` parameters run through a `kb.sql.Runner`, so the same
 searcher works on a SQLAlchemy connection and, for a cold `kb search`, on the standard
@@ -39,6 +40,15 @@ BM25_WEIGHTS: Final = {
     "common_situations": 0.7,
     "solutions": 0.5,
 }
+
+# PostgreSQL has four weights, not a weight per column (kb/models.py groups the columns):
+# {D, C, B, A} = the prose, repository/path/tags, slug/class, message/code, in the proportions
+# of BM25_WEIGHTS (0.5-1 : 2-3 : 4 : 10).
+TS_RANK_WEIGHTS: Final = "{0.07, 0.25, 0.4, 1.0}"
+# ts_rank's normalisation: 1 divides by 1 + log(the record's length in words), as bm25 favours
+# short fields; 32 maps the rank into (0, 1) as rank / (rank + 1), like the bm25 score here.
+TS_RANK_NORMALIZATION: Final = 1 | 32
+TS_CONFIG: Final = "kb_english"  # kb/models.py PG_TEXT_CONFIG
 
 MAX_QUERY_CHARS: Final = 2000  # longer input is cut: nobody types more, a paste may be huge
 MAX_TERMS: Final = 40  # FTS cost grows with terms; the first 40 words carry the meaning
@@ -158,6 +168,26 @@ def fts_phrase(term: str) -> str:
     return '"' + term.replace('"', '""') + '"'
 
 
+def websearch_phrase(term: str) -> str:
+    """One term as a quoted phrase of its words for websearch_to_tsquery: the words only (as
+    the tsvector column was made of them), so nothing the user typed is query syntax."""
+    return '"' + " ".join(WORD_RE.findall(term)) + '"'
+
+
+def tsquery(terms: Sequence[str], mode: str) -> tuple[str, list[str]]:
+    """PostgreSQL's query for the terms (SQL with `?` parameters): every phrase ("all"), any
+    one ("any"), or all but one ("most", as _expression does for FTS5)."""
+    phrases = [websearch_phrase(term) for term in terms]
+    one = f"websearch_to_tsquery('{TS_CONFIG}', ?)"
+    if mode == "all" or len(phrases) == 1:
+        return one, [" ".join(phrases)]
+    if mode == "any":
+        return one, [" or ".join(phrases)]
+    groups = [[p for j, p in enumerate(phrases) if j != skip] for skip in range(len(phrases))]
+    sql = " || ".join(f"({one})" for _ in groups)
+    return f"({sql})", [" ".join(group) for group in groups]
+
+
 def summary_of(documentation: str | None) -> str:
     text = " ".join((documentation or "").split())
     cut = re.search(r"(?<=[.!?])\s", text)
@@ -188,6 +218,7 @@ class Searcher:
     def __init__(self, runner: Runner, cache: Path | None = None, revision: str = "") -> None:
         self.run = runner.rows
         self.fts = runner.fts
+        self.tsvector = runner.dialect == "postgresql"
         self.cache = cache  # where the vocabulary for "did you mean" is kept between runs
         self.revision = revision
 
@@ -305,6 +336,8 @@ class Searcher:
         method = f"{mode}-words" if mode != "any" else "any-word"
         if self.fts:
             return self._fts(terms, filters, limit, mode, method)
+        if self.tsvector:
+            return self._tsv(terms, filters, limit, mode, method)
         return self._like(terms, filters, limit, mode == "all", method)
 
     def _fts(
@@ -347,6 +380,27 @@ class Searcher:
         ]
         return " OR ".join(groups)
 
+    def _tsv(
+        self, terms: Sequence[str], filters: Filters, limit: int, mode: str, method: str
+    ) -> SearchResponse:
+        """PostgreSQL: the same words, modes and filters as _fts, on the tsvector column."""
+        query_sql, query_params = tsquery(terms, mode)
+        conditions, filter_params = filters.sql()
+        where = _where(["r.search_vector @@ q.query", *conditions])
+        joined = f"records r, (SELECT {query_sql} AS query) q"
+        params = [*query_params, *filter_params]
+        (total,) = self.run(f"SELECT count(*) FROM {joined}{where}", params)[0]
+        if not total:
+            return SearchResponse([], 0, None, method)
+        rank = f"ts_rank('{TS_RANK_WEIGHTS}', r.search_vector, q.query, {TS_RANK_NORMALIZATION})"
+        rows = self.run(
+            f"SELECT {RESULT_COLUMNS}, {rank} AS rank FROM {joined}{where} "
+            "ORDER BY rank DESC, r.id LIMIT ?",
+            [*params, limit],
+        )
+        results = [_result(row, float(row[7])) for row in rows]
+        return SearchResponse(results, int(total), None, method)
+
     def _like(
         self, terms: Sequence[str], filters: Filters, limit: int, every: bool, method: str
     ) -> SearchResponse:
@@ -374,6 +428,10 @@ class Searcher:
     # ------------------------------------------------------------------ did you mean
 
     def _known(self, term: str) -> bool:
+        if self.tsvector:
+            query_sql, params = tsquery([term], "all")
+            sql = f"SELECT 1 FROM records r WHERE r.search_vector @@ {query_sql} LIMIT 1"
+            return bool(self.run(sql, params))
         if not self.fts:
             return True
         sql = "SELECT 1 FROM records_fts WHERE records_fts MATCH ? LIMIT 1"

@@ -29,6 +29,7 @@ class Runner(Protocol):
     """Runs one SQL statement with `?` parameters and returns its rows as tuples."""
 
     fts: bool  # SQLite with the FTS5 index
+    dialect: str  # "sqlite", "postgresql", ...
 
     def rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]: ...
 
@@ -37,6 +38,7 @@ class SqliteRunner:
     """The standard library's sqlite3 (the cold path), or a SQLAlchemy connection's own."""
 
     fts = True
+    dialect = "sqlite"
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
@@ -50,7 +52,8 @@ class SqlAlchemyRunner:
 
     def __init__(self, conn: Any) -> None:
         self.conn = conn
-        self.fts = conn.dialect.name == "sqlite"
+        self.dialect = str(conn.dialect.name)
+        self.fts = self.dialect == "sqlite"
         self.qmark = conn.dialect.paramstyle == "qmark"
 
     def rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:

@@ -6,6 +6,7 @@ lose any before it reaches a terminal (kb.render.safe): both use ANSI_RE.
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Final
 
@@ -16,7 +17,31 @@ ANSI_RE: Final = re.compile(
     r"|\x1b[@-Z\\-_]"  # two-byte sequences
     r"|\x9b[0-?]*[ -/]*[@-~]"  # 8-bit CSI
 )
+# Characters a terminal, editor or ticket renders as something other than what they are, or
+# not at all: DEL and the C1 controls (U+009B is an 8-bit CSI, U+009D an 8-bit OSC), the Arabic
+# letter mark, zero-width and joiner characters, bidi marks, embeddings, overrides and isolates
+# (the "Trojan Source" reorderings), the line and paragraph separators, invisible operators and
+# deprecated format characters, the byte-order mark, interlinear annotations and the invisible
+# "tag" characters (hidden text that some tools and models still read).
+INVISIBLE_CHARS: Final = (
+    "\x7f-\x9f\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff\ufff9-\ufffb"
+    "\U000e0000-\U000e007f"
+)
+# What JSON output escapes beyond what `json` does (only C0): those characters and the lone
+# surrogates, written as \\uXXXX, so the data stays exact while no terminal, editor or
+# line-splitting reader (U+2028, U+0085) is fooled by it.
+JSON_UNSAFE_RE: Final = re.compile(f"[{INVISIBLE_CHARS}\\ud800-\\udfff]")
 ELLIPSIS: Final = "…"
+
+
+def json_safe(encoded: str) -> str:
+    """JSON text (from json.dumps) with JSON_UNSAFE_RE's characters escaped: they only occur
+    inside strings, where \\uXXXX (a surrogate pair past U+FFFF) means the same character."""
+    return JSON_UNSAFE_RE.sub(_escaped, encoded)
+
+
+def _escaped(found: re.Match[str]) -> str:
+    return json.dumps(found.group(), ensure_ascii=True)[1:-1]
 
 
 def clip(text: str, limit: int) -> str:

@@ -5,22 +5,17 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy import Connection, create_engine
 
-from kb.models import Base
+from kb.models import Base, not_derived
 
 config = context.config
 target_metadata = Base.metadata
-
-
-def include_name(name: str | None, type_: str, parent_names: object) -> bool:
-    """Leave the FTS5 table and its shadow tables to the migrations that made them."""
-    return not (type_ == "table" and name is not None and name.startswith("records_fts"))
 
 
 def run_migrations_offline() -> None:
     context.configure(
         url=config.get_main_option("sqlalchemy.url"),
         target_metadata=target_metadata,
-        include_name=include_name,
+        include_name=not_derived,
         literal_binds=True,
         render_as_batch=True,
     )
@@ -32,7 +27,7 @@ def _run_on(connection: Connection) -> None:
     context.configure(
         connection=connection,
         target_metadata=target_metadata,
-        include_name=include_name,
+        include_name=not_derived,
         render_as_batch=True,
     )
     with context.begin_transaction():

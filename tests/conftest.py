@@ -1,8 +1,16 @@
-"""Shared fixtures: every test gets its own data dir and database; none touches $HOME."""
+"""Shared fixtures: every test gets its own data dir and database; none touches $HOME.
+
+The database-facing tests (modules or tests marked `databases`) run once on SQLite and once
+on PostgreSQL: a throw-away cluster (tests/pg_server.py) started for the session on first
+use, and a fresh database per test, copied from a template that has kb's schema. Without
+PostgreSQL installed they skip and say why; in CI (`CI` set) that is a failure.
+"""
 
 from __future__ import annotations
 
 import gzip
+import inspect
+import itertools
 import json
 import os
 from collections.abc import Iterator
@@ -11,6 +19,86 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+
+DATABASES = ("sqlite", "postgresql")
+PG_TEMPLATE = "kb_template"
+_database_numbers = itertools.count(1)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "databases: run on SQLite and on PostgreSQL (the tests that take the `db_url` or "
+        "`invoke` fixture and not the SQLite file itself, `db_path`)",
+    )
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """`databases` tests get a `database` parameter: both, unless the test itself asks for
+    the SQLite file (`db_path`), which only SQLite has."""
+    if "database" not in metafunc.fixturenames:
+        return
+    own = inspect.signature(metafunc.function).parameters
+    both = metafunc.definition.get_closest_marker("databases") is not None
+    names = DATABASES if both and "db_path" not in own else DATABASES[:1]
+    metafunc.parametrize("database", names, indirect=True, ids=list(names))
+
+
+@pytest.fixture
+def database(request: pytest.FixtureRequest) -> str:
+    return str(getattr(request, "param", "sqlite"))
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[Any]:
+    """The session's PostgreSQL cluster, with a template database at kb's newest schema."""
+    from tests import pg_server as pg
+
+    try:
+        server = pg.start()
+    except pg.Unavailable as exc:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI needs PostgreSQL for the database tests: {exc}")
+        pytest.skip(f"no PostgreSQL server for these tests: {exc}")
+    try:
+        from kb.knowledge import KnowledgeBase
+
+        url = server.create_database(PG_TEMPLATE)
+        KnowledgeBase(url).close()  # the schema, created once and copied for every test
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def pg_url(pg_server: Any) -> Iterator[str]:
+    """A new, empty kb database on the session's server (dropped afterwards)."""
+    name = f"kb_test_{os.getpid()}_{next(_database_numbers)}"
+    url = pg_server.create_database(name, template=PG_TEMPLATE)
+    yield url
+    pg_server.drop_database(name)
+
+
+@pytest.fixture
+def empty_db_url(database: str, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A database with no tables at all: a new SQLite path, or a new PostgreSQL database
+    (not copied from the template)."""
+    if database != "postgresql":
+        yield str(tmp_path / "empty.sqlite3")
+        return
+    server = request.getfixturevalue("pg_server")
+    name = f"kb_empty_{os.getpid()}_{next(_database_numbers)}"
+    yield server.create_database(name)
+    server.drop_database(name)
+
+
+@pytest.fixture
+def db_url(database: str, request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """The test's database: a SQLite file (as a path), or a PostgreSQL URL."""
+    if database == "postgresql":
+        return str(request.getfixturevalue("pg_url"))
+    return str(tmp_path / "kb.sqlite3")
+
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SEED = FIXTURES / "seed_record.txt"
@@ -40,14 +128,14 @@ def runner() -> CliRunner:
 
 
 @pytest.fixture
-def invoke(runner: CliRunner, db_path: Path) -> Any:
-    """Run `kb --db <tmp> ARGS...` in-process; returns the click Result."""
+def invoke(runner: CliRunner, db_url: str) -> Any:
+    """Run `kb --db <the test's database> ARGS...` in-process; returns the click Result."""
 
     def run(*args: str, input: str | bytes | None = None, db: Path | str | None = None) -> Any:
         from kb.cli import cli
 
         return runner.invoke(
-            cli, ["--db", str(db or db_path), *args], input=input, catch_exceptions=False
+            cli, ["--db", str(db or db_url), *args], input=input, catch_exceptions=False
         )
 
     return run

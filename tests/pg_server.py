@@ -16,6 +16,7 @@ import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 USER = "kb"
@@ -32,6 +33,7 @@ class PgServer:
     folder: Path
     bindir: Path
     run_as: str | None
+    _admin: Any = None  # one autocommit connection for CREATE / DROP DATABASE
 
     def url(self, database: str = "postgres", *, password: str = PASSWORD) -> str:
         return (
@@ -39,8 +41,11 @@ class PgServer:
             f"{database}"
         )
 
-    def create_database(self, name: str) -> str:
-        self._sql(f'CREATE DATABASE "{name}"')
+    def create_database(self, name: str, *, template: str | None = None) -> str:
+        """A new database (a copy of `template` when given: a template with kb's schema
+        makes a test's database in a fraction of the time the schema takes to create)."""
+        copy = f' TEMPLATE "{template}" STRATEGY FILE_COPY' if template else ""
+        self._sql(f'CREATE DATABASE "{name}"{copy}')
         return self.url(name)
 
     def drop_database(self, name: str) -> None:
@@ -49,11 +54,14 @@ class PgServer:
     def _sql(self, statement: str) -> None:
         import psycopg
 
-        dsn = f"host=127.0.0.1 port={self.port} user={USER} password={PASSWORD} dbname=postgres"
-        with psycopg.connect(dsn, autocommit=True) as conn:
-            conn.execute(statement.encode())
+        if self._admin is None or self._admin.closed:
+            dsn = f"host=127.0.0.1 port={self.port} user={USER} password={PASSWORD} dbname=postgres"
+            self._admin = psycopg.connect(dsn, autocommit=True)
+        self._admin.execute(statement.encode())
 
     def stop(self) -> None:
+        if self._admin is not None:
+            self._admin.close()
         _run(
             [str(self.bindir / "pg_ctl"), "-D", str(self.folder / "data"), "-m", "fast", "stop"],
             self.run_as,

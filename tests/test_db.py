@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +18,8 @@ from sqlalchemy import inspect
 
 from kb import db
 from kb.config import HEAD_REVISION, resolve_database_url, to_url
-from kb.models import Base
+from kb.knowledge import KnowledgeBase
+from kb.models import Base, not_derived
 from tests.conftest import RECORDS40, SEED, corpus_records, seed_record
 
 
@@ -221,3 +224,129 @@ def test_an_existing_database_keeps_its_page_size(invoke: Any, db_path: Path) ->
     with sqlite3.connect(db_path) as conn:
         assert conn.execute("PRAGMA page_size").fetchone()[0] == 4096
         assert conn.execute("SELECT count(*) FROM records").fetchone()[0] == 1
+
+
+# ----------------------------------------------------------------------------- on both databases
+
+
+def run_sql(url: str, *statements: str) -> None:
+    engine = db.make_engine(to_url(url))
+    with engine.begin() as conn:
+        for statement in statements:
+            conn.exec_driver_sql(statement)
+    engine.dispose()
+
+
+def kb_subprocess(url: str, *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "kb", "--db", url, *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+@pytest.mark.databases
+def test_db_upgrade_refuses_a_database_that_is_not_kb_and_adds_nothing(
+    invoke: Any, empty_db_url: str
+) -> None:
+    run_sql(empty_db_url, "CREATE TABLE customers (id INTEGER)")
+    result = invoke("db", "upgrade", db=empty_db_url)
+    assert result.exit_code == 3
+    assert "holds tables but is not a kb database" in result.stderr
+    engine = db.make_engine(to_url(empty_db_url))
+    assert inspect(engine).get_table_names() == ["customers"]
+    assert invoke("stats", db=empty_db_url).exit_code == 3
+
+
+@pytest.mark.databases
+@pytest.mark.parametrize(
+    "command_line", [["stats"], ["search", "kv"], ["match"], ["db", "upgrade"]]
+)
+def test_a_database_made_by_a_newer_kb_is_refused_with_exit_3(
+    invoke: Any, db_url: str, command_line: list[str]
+) -> None:
+    assert invoke("import", str(SEED)).exit_code == 0
+    run_sql(db_url, "UPDATE alembic_version SET version_num = '0999'")
+    result = invoke(*command_line, input="ValueError: boom\n")
+    assert result.exit_code == 3, result.output
+    assert "at schema revision 0999" in result.stderr
+    assert "made by a newer kb" in result.stderr
+    assert "Traceback" not in result.output
+
+
+@pytest.mark.databases
+def test_two_upgrades_at_once_both_succeed_one_after_the_other(
+    empty_db_url: str, tmp_path: Path
+) -> None:
+    """An old database upgraded by two processes at the same moment: the schema lock makes
+    the second wait and find nothing left to do."""
+    engine = db.make_engine(to_url(empty_db_url))
+    with engine.begin() as conn:
+        config = db._alembic_config(engine)
+        config.attributes["connection"] = conn
+        command.upgrade(config, "0001")
+    engine.dispose()
+    runs = [kb_subprocess(empty_db_url, "db", "upgrade") for _ in range(2)]
+    outputs = [run.communicate(timeout=120) for run in runs]
+    assert [run.returncode for run in runs] == [0, 0], outputs
+    messages = sorted(err.strip() for _out, err in outputs)
+    assert messages == [
+        f"Already at the newest schema revision {HEAD_REVISION}.",
+        f"Upgraded from 0001 to {HEAD_REVISION}.",
+    ]
+    assert db.current_revision(db.make_engine(to_url(empty_db_url))) == HEAD_REVISION
+
+
+@pytest.mark.databases
+def test_two_first_uses_of_an_empty_database_at_once_both_succeed(empty_db_url: str) -> None:
+    runs = [kb_subprocess(empty_db_url, "import", str(SEED)) for _ in range(2)]
+    outputs = [run.communicate(timeout=120) for run in runs]
+    assert [run.returncode for run in runs] == [0, 0], outputs
+    with KnowledgeBase(empty_db_url) as kb:
+        assert kb.count() == 1
+
+
+def test_upgrade_head_and_create_all_make_the_same_schema_on_postgresql(pg_server: Any) -> None:
+    """On PostgreSQL too: the same tables, types (JSONB), indexes, and the same generated
+    tsvector column with its GIN index, whichever way the database was made."""
+    created_url = pg_server.create_database("kb_schema_created")
+    migrated_url = pg_server.create_database("kb_schema_migrated")
+    try:
+        created = db.make_engine(created_url)
+        db.create_at_head(created)
+        migrated = db.make_engine(migrated_url)
+        with migrated.begin() as conn:
+            config = db._alembic_config(migrated)
+            config.attributes["connection"] = conn
+            command.upgrade(config, "head")
+        assert schema_of(created) == schema_of(migrated)
+        with migrated.connect() as conn:
+            context = MigrationContext.configure(conn, opts={"include_name": not_derived})
+            assert compare_metadata(context, Base.metadata) == []
+
+        def derived(engine: Any) -> list[tuple[Any, ...]]:
+            with engine.connect() as conn:
+                rows = conn.exec_driver_sql(
+                    "SELECT a.attname, format_type(a.atttypid, a.atttypmod), "
+                    "pg_get_expr(d.adbin, d.adrelid) FROM pg_attribute a "
+                    "LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum "
+                    "WHERE a.attrelid = 'records'::regclass AND a.attnum > 0 "
+                    "AND NOT a.attisdropped ORDER BY a.attname"
+                )
+                columns = [tuple(row) for row in rows]
+                indexes = conn.exec_driver_sql(
+                    "SELECT indexdef FROM pg_indexes WHERE tablename = 'records' ORDER BY 1"
+                )
+                return columns + [tuple(row) for row in indexes]
+
+        assert derived(created) == derived(migrated)
+        found = {row[0]: row[1] for row in derived(created) if len(row) == 3}
+        assert found["search_vector"] == "tsvector" and found["tags"] == "jsonb"
+        assert any("USING gin (search_vector)" in row[0] for row in derived(created))
+        assert db.current_revision(created) == db.current_revision(migrated) == HEAD_REVISION
+        created.dispose()
+        migrated.dispose()
+    finally:
+        pg_server.drop_database("kb_schema_created")
+        pg_server.drop_database("kb_schema_migrated")

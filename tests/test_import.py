@@ -19,6 +19,8 @@ import pytest
 from kb.knowledge import KnowledgeBase
 from tests.conftest import RECORDS40, SEED, corpus_records, seed_record
 
+pytestmark = pytest.mark.databases  # each test on SQLite and on PostgreSQL
+
 
 def write_jsonl(path: Path, records: list[Any], wrap: bool = False) -> Path:
     with open(path, "w", encoding="utf-8") as out:
@@ -36,15 +38,15 @@ def gzip_file(path: Path) -> Path:
     return target
 
 
-def count(db_path: Path) -> int:
-    with KnowledgeBase(str(db_path)) as kb:
+def count(db_url: str) -> int:
+    with KnowledgeBase(str(db_url)) as kb:
         return int(kb.stats()["records"])
 
 
 # ----------------------------------------------------------------------------- formats
 
 
-def test_import_single_wrapped_record_from_the_seed_file(invoke: Any, db_path: Path) -> None:
+def test_import_single_wrapped_record_from_the_seed_file(invoke: Any, db_url: str) -> None:
     result = invoke("import", str(SEED), "--json")
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout) == {
@@ -59,40 +61,40 @@ def test_import_single_wrapped_record_from_the_seed_file(invoke: Any, db_path: P
         "skipped": [],
         "up_to_date": [],
     }
-    with KnowledgeBase(str(db_path)) as kb:
+    with KnowledgeBase(str(db_url)) as kb:
         assert kb.get("46a1fcb95e0d367e") == seed_record()
 
 
-def test_import_pretty_printed_plain_record(invoke: Any, db_path: Path, tmp_path: Path) -> None:
+def test_import_pretty_printed_plain_record(invoke: Any, db_url: str, tmp_path: Path) -> None:
     path = tmp_path / "one.json"
     path.write_text(json.dumps(seed_record(), indent=2))
     assert invoke("import", str(path)).exit_code == 0
-    assert count(db_path) == 1
+    assert count(db_url) == 1
 
 
 def test_import_json_array_of_records(
-    invoke: Any, db_path: Path, tmp_path: Path, records: list[Any]
+    invoke: Any, db_url: str, tmp_path: Path, records: list[Any]
 ) -> None:
     path = tmp_path / "repo.json"
     path.write_text(json.dumps(records, indent=1))
     result = invoke("import", str(path), "--json")
     assert json.loads(result.stdout)["inserted"] == len(records)
-    assert count(db_path) == len(records)
+    assert count(db_url) == len(records)
 
 
 def test_import_jsonl_wrapped_and_plain(
-    invoke: Any, db_path: Path, tmp_path: Path, records: list[Any]
+    invoke: Any, db_url: str, tmp_path: Path, records: list[Any]
 ) -> None:
     write_jsonl(tmp_path / "a.jsonl", records[:20], wrap=True)
     write_jsonl(tmp_path / "b.jsonl", records[20:], wrap=False)
     result = invoke("import", str(tmp_path / "a.jsonl"), str(tmp_path / "b.jsonl"))
     assert result.exit_code == 0
-    assert count(db_path) == len(records)
+    assert count(db_url) == len(records)
 
 
 @pytest.mark.parametrize("shape", ["jsonl", "array", "single"])
 def test_import_gzipped_inputs_of_every_shape(
-    invoke: Any, db_path: Path, tmp_path: Path, records: list[Any], shape: str
+    invoke: Any, db_url: str, tmp_path: Path, records: list[Any], shape: str
 ) -> None:
     path = tmp_path / f"in.{shape}"
     if shape == "jsonl":
@@ -107,17 +109,17 @@ def test_import_gzipped_inputs_of_every_shape(
     gz = gzip_file(path)
     gz = gz.rename(tmp_path / "renamed.data")  # detected by content, not by name
     assert invoke("import", str(gz)).exit_code == 0
-    assert count(db_path) == expected
+    assert count(db_url) == expected
 
 
-def test_import_stdin(invoke: Any, db_path: Path) -> None:
+def test_import_stdin(invoke: Any, db_url: str) -> None:
     result = invoke("import", "-", input=RECORDS40.read_text())
     assert result.exit_code == 0, result.output
-    assert count(db_path) == 40
+    assert count(db_url) == 40
 
 
 def test_import_folder_walks_data_files_and_skips_hidden(
-    invoke: Any, db_path: Path, tmp_path: Path, records: list[Any]
+    invoke: Any, db_url: str, tmp_path: Path, records: list[Any]
 ) -> None:
     folder = tmp_path / "dataset"
     (folder / "repos" / "owner").mkdir(parents=True)
@@ -148,7 +150,7 @@ def compact_row(record: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_compact_index_rows_become_stubs_filled_in_by_full_records(
-    invoke: Any, db_path: Path, tmp_path: Path, records: list[Any]
+    invoke: Any, db_url: str, tmp_path: Path, records: list[Any]
 ) -> None:
     index = {
         "schemaVersion": 2,
@@ -159,7 +161,7 @@ def test_compact_index_rows_become_stubs_filled_in_by_full_records(
     path.write_bytes(gzip.compress(json.dumps(index).encode()))
     result = invoke("import", str(path), "--json")
     assert json.loads(result.stdout)["inserted"] == 10
-    with KnowledgeBase(str(db_path)) as kb:
+    with KnowledgeBase(str(db_url)) as kb:
         stub = kb.get(records[0]["id"])
         assert stub is not None and stub["msg"] == records[0]["errorMessage"]
         assert kb.stats()["stubs"] == 10
@@ -170,7 +172,7 @@ def test_compact_index_rows_become_stubs_filled_in_by_full_records(
     )
     again = json.loads(invoke("import", str(path), "--json").stdout)
     assert (again["updated"], again["unchanged"]) == (0, 10)
-    with KnowledgeBase(str(db_path)) as kb:
+    with KnowledgeBase(str(db_url)) as kb:
         assert kb.get(records[0]["id"]) == records[0]
         assert kb.stats()["stubs"] == 5
 
@@ -214,7 +216,7 @@ def make_manifest(folder: Path, records: list[Any], corrupt: bool = False) -> Pa
 
 
 def test_manifest_imports_listed_files_verifying_sha256(
-    invoke: Any, db_path: Path, tmp_path: Path, records: list[Any]
+    invoke: Any, db_url: str, tmp_path: Path, records: list[Any]
 ) -> None:
     manifest = make_manifest(tmp_path / "mirror", records)
     result = invoke("import", str(manifest), "--json")
@@ -229,17 +231,17 @@ def test_manifest_imports_listed_files_verifying_sha256(
 
 
 def test_manifest_sha256_mismatch_is_refused_by_name_and_nothing_is_stored(
-    invoke: Any, db_path: Path, tmp_path: Path, records: list[Any]
+    invoke: Any, db_url: str, tmp_path: Path, records: list[Any]
 ) -> None:
     manifest = make_manifest(tmp_path / "mirror", records, corrupt=True)
     result = invoke("import", str(manifest))
     assert result.exit_code == 2
     assert "two.json.gz: sha256 mismatch: the manifest says 0000" in result.stderr
-    assert count(db_path) == 0
+    assert count(db_url) == 0
 
 
 def test_manifest_url_fetches_the_files_it_lists(
-    invoke: Any, db_path: Path, tmp_path: Path, records: list[Any], http_mirror: Any
+    invoke: Any, db_url: str, tmp_path: Path, records: list[Any], http_mirror: Any
 ) -> None:
     make_manifest(tmp_path / "mirror", records)
     base = http_mirror(tmp_path / "mirror")
@@ -259,14 +261,14 @@ def test_url_that_does_not_exist_exits_2(invoke: Any, tmp_path: Path, http_mirro
 
 
 def test_corrupt_manifest_over_http_is_refused(
-    invoke: Any, db_path: Path, tmp_path: Path, records: list[Any], http_mirror: Any
+    invoke: Any, db_url: str, tmp_path: Path, records: list[Any], http_mirror: Any
 ) -> None:
     make_manifest(tmp_path / "mirror", records, corrupt=True)
     base = http_mirror(tmp_path / "mirror")
     result = invoke("import", f"{base}/manifest.json")
     assert result.exit_code == 2
     assert "sha256 mismatch" in result.stderr
-    assert count(db_path) == 0
+    assert count(db_url) == 0
 
 
 # ----------------------------------------------------------------------------- rejections
@@ -338,7 +340,7 @@ REJECTIONS = [
 @pytest.mark.parametrize(("changes", "field", "reason"), REJECTIONS)
 def test_each_rejection_reason_is_reported_exactly_and_good_records_are_kept(
     invoke: Any,
-    db_path: Path,
+    db_url: str,
     tmp_path: Path,
     records: list[Any],
     changes: dict[str, Any],
@@ -356,7 +358,7 @@ def test_each_rejection_reason_is_reported_exactly_and_good_records_are_kept(
     assert summary["errors"] == [
         {"file": str(path), "line": 2, "id": record_id, "field": field, "reason": reason}
     ]
-    assert count(db_path) == 2
+    assert count(db_url) == 2
 
 
 def test_rejection_in_an_array_names_the_index(
@@ -372,7 +374,7 @@ def test_rejection_in_an_array_names_the_index(
 
 
 def test_a_line_that_is_not_json_is_rejected_alone(
-    invoke: Any, db_path: Path, tmp_path: Path
+    invoke: Any, db_url: str, tmp_path: Path
 ) -> None:
     lines = RECORDS40.read_text().splitlines()
     path = tmp_path / "in.jsonl"
@@ -382,16 +384,16 @@ def test_a_line_that_is_not_json_is_rejected_alone(
     errors = result.stderr.splitlines()
     assert errors[0].startswith(f"{path}:2: id -: record: not valid JSON: Unterminated string")
     assert errors[1] == f"{path}:4: id -: record: expected a JSON object, got array"
-    assert count(db_path) == 2
+    assert count(db_url) == 2
 
 
 def test_unknown_fields_are_kept_and_exported_unchanged(
-    invoke: Any, db_path: Path, tmp_path: Path, records: list[Any]
+    invoke: Any, db_url: str, tmp_path: Path, records: list[Any]
 ) -> None:
     newer = dict(records[0], contentChangedAt="2026-11-01T00:00:00Z", extraInfo={"a": [1, 2]})
     path = write_jsonl(tmp_path / "in.jsonl", [newer])
     assert invoke("import", str(path)).exit_code == 0
-    with KnowledgeBase(str(db_path)) as kb:
+    with KnowledgeBase(str(db_url)) as kb:
         assert kb.get(newer["id"]) == newer
     exported = invoke("export").stdout
     assert json.loads(exported) == newer
@@ -400,13 +402,11 @@ def test_unknown_fields_are_kept_and_exported_unchanged(
 # ----------------------------------------------------------------------------- unreadable input
 
 
-def test_missing_file_exits_2_and_stores_nothing(
-    invoke: Any, db_path: Path, tmp_path: Path
-) -> None:
+def test_missing_file_exits_2_and_stores_nothing(invoke: Any, db_url: str, tmp_path: Path) -> None:
     result = invoke("import", str(RECORDS40), str(tmp_path / "missing.jsonl"))
     assert result.exit_code == 2
     assert result.stderr.strip() == f"Error: {tmp_path / 'missing.jsonl'}: no such file or folder"
-    assert count(db_path) == 0
+    assert count(db_url) == 0
 
 
 @pytest.mark.parametrize(
@@ -418,7 +418,7 @@ def test_missing_file_exits_2_and_stores_nothing(
     ],
 )
 def test_input_that_is_not_json_at_all_exits_2(
-    invoke: Any, db_path: Path, tmp_path: Path, content: bytes, message: str
+    invoke: Any, db_url: str, tmp_path: Path, content: bytes, message: str
 ) -> None:
     path = tmp_path / "bad.json"
     path.write_bytes(content)
@@ -426,14 +426,14 @@ def test_input_that_is_not_json_at_all_exits_2(
     assert result.exit_code == 2
     assert result.stderr.startswith(f"Error: {path}")
     assert message in result.stderr
-    assert count(db_path) == 0
+    assert count(db_url) == 0
 
 
 # ----------------------------------------------------------------------------- upserts
 
 
 def test_reimport_is_idempotent_and_changes_are_updates(
-    invoke: Any, db_path: Path, tmp_path: Path, records: list[Any]
+    invoke: Any, db_url: str, tmp_path: Path, records: list[Any]
 ) -> None:
     path = write_jsonl(tmp_path / "in.jsonl", records)
     first = json.loads(invoke("import", str(path), "--json").stdout)
@@ -452,7 +452,7 @@ def test_reimport_is_idempotent_and_changes_are_updates(
     old_tag = records[7]["tags"][0]
     still = json.loads(invoke("search", "--tag", old_tag, "--limit", "100", "--json").stdout)
     assert records[7]["id"] not in [r["id"] for r in still["results"]]
-    with KnowledgeBase(str(db_path)) as kb:
+    with KnowledgeBase(str(db_url)) as kb:
         assert kb.get(records[3]["id"])["documentation"] == "Rewritten documentation."  # type: ignore[index]
 
 
@@ -626,6 +626,28 @@ def test_the_portable_writer_stores_what_the_sqlite_writer_stores(
         results.append(stored(db))
     assert results[0] == results[1]
     assert any(tag == "changed" for _id, tag in results[1][1])
+
+
+def test_a_nul_character_rejects_its_record_on_postgresql_alone(
+    invoke: Any, tmp_path: Path, records: list[Any], database: str
+) -> None:
+    """JSON can spell U+0000 and SQLite keeps it; PostgreSQL's text and jsonb cannot hold it,
+    so there the record is rejected with a reason and the others are stored."""
+    with_nul = dict(records[0], documentation="before\x00after")
+    path = write_jsonl(tmp_path / "in.jsonl", [with_nul, *records[1:5]])
+    result = invoke("import", str(path), "--json")
+    report = json.loads(result.stdout)
+    if database == "sqlite":
+        assert (result.exit_code, report["inserted"], report["rejected"]) == (0, 5, 0)
+        assert (
+            json.loads(invoke("show", records[0]["id"], "--format", "json").stdout)["documentation"]
+            == "before\x00after"
+        )
+        return
+    assert (result.exit_code, report["inserted"], report["rejected"]) == (1, 4, 1)
+    assert report["errors"][0]["field"] == "documentation"
+    assert "NUL character (U+0000), which PostgreSQL cannot store" in report["errors"][0]["reason"]
+    assert f"{path}:1: id {records[0]['id']}: documentation:" in result.stderr
 
 
 def test_a_folder_with_no_dataset_files_is_an_error_not_zero_records(

@@ -14,6 +14,8 @@ from kb import KnowledgeBase
 from tests.conftest import corpus_records
 from tests.published_site import DATASET_VERSION, Site, build_site
 
+pytestmark = pytest.mark.databases  # each test on SQLite and on PostgreSQL
+
 
 @pytest.fixture
 def site(tmp_path: Path) -> Site:
@@ -25,9 +27,9 @@ def imported(invoke: Any, *args: str) -> tuple[Any, dict[str, Any]]:
     return result, json.loads(result.stdout) if result.stdout.strip() else {}
 
 
-def assert_whole_dataset(db_path: Path, site: Site) -> None:
+def assert_whole_dataset(db_url: str, site: Site) -> None:
     """Every record stored in full (none left a stub), and each repository described."""
-    with KnowledgeBase(str(db_path)) as kb:
+    with KnowledgeBase(str(db_url)) as kb:
         figures = kb.stats()
         assert figures["records"] == len(site.records)
         assert figures["stubs"] == 0
@@ -38,7 +40,7 @@ def assert_whole_dataset(db_path: Path, site: Site) -> None:
 
 @pytest.mark.parametrize("where", ["root", "data", "manifest"])
 def test_a_local_mirror_imports_every_record_in_full(
-    invoke: Any, db_path: Path, site: Site, where: str
+    invoke: Any, db_url: str, site: Site, where: str
 ) -> None:
     target = {"root": site.root, "data": site.data, "manifest": site.manifest}[where]
     result, summary = imported(invoke, str(target))
@@ -50,18 +52,18 @@ def test_a_local_mirror_imports_every_record_in_full(
         f"{site.manifest}: published, tags, searchSummary skipped "
         "(the site's own files, not records)"
     ]
-    assert_whole_dataset(db_path, site)
+    assert_whole_dataset(db_url, site)
 
 
 def test_the_published_site_over_http_imports_by_its_manifest_url_or_its_address(
-    invoke: Any, db_path: Path, site: Site, http_mirror: Any
+    invoke: Any, db_url: str, site: Site, http_mirror: Any
 ) -> None:
     base = http_mirror(site.root)
     result, summary = imported(invoke, f"{base}/data/manifest.json")
     assert result.exit_code == 0, result.stderr
     assert summary["inserted"] == len(site.records)
     assert (summary["rejected"], summary["failed"]) == (0, [])
-    assert_whole_dataset(db_path, site)
+    assert_whole_dataset(db_url, site)
     # The site's address means its manifest; the version is imported already.
     result, summary = imported(invoke, f"{base}/")
     assert result.exit_code == 0
@@ -70,18 +72,18 @@ def test_the_published_site_over_http_imports_by_its_manifest_url_or_its_address
 
 
 def test_a_mirror_served_under_a_sub_path_resolves_the_manifest_paths_beside_it(
-    invoke: Any, db_path: Path, tmp_path: Path, http_mirror: Any
+    invoke: Any, db_url: str, tmp_path: Path, http_mirror: Any
 ) -> None:
     site = build_site(tmp_path / "www" / "mirror", corpus_records(12))
     base = http_mirror(tmp_path / "www")
     result, summary = imported(invoke, f"{base}/mirror/data/manifest.json")
     assert result.exit_code == 0, result.stderr
     assert summary["inserted"] == len(site.records)
-    assert_whole_dataset(db_path, site)
+    assert_whole_dataset(db_url, site)
 
 
 def test_the_older_manifest_form_imports_its_plain_index(
-    invoke: Any, db_path: Path, tmp_path: Path
+    invoke: Any, db_url: str, tmp_path: Path
 ) -> None:
     site = build_site(tmp_path / "site", corpus_records(), old_manifest=True)
     result = invoke("import", str(site.manifest), "--json")
@@ -89,7 +91,7 @@ def test_the_older_manifest_form_imports_its_plain_index(
     summary = json.loads(result.stdout)
     assert summary["inserted"] == len(site.records)
     assert "lists no repos.json" in result.stderr
-    with KnowledgeBase(str(db_path)) as kb:
+    with KnowledgeBase(str(db_url)) as kb:
         assert kb.stats()["stubs"] == len(site.records)  # the index matches, documents nothing
 
 
@@ -102,7 +104,7 @@ def test_the_older_manifest_form_imports_its_plain_index(
     ],
 )
 def test_a_wrong_checksum_is_refused_by_name_and_nothing_is_stored(
-    invoke: Any, db_path: Path, site: Site, http_mirror: Any, entry: str, key: str, what: str
+    invoke: Any, db_url: str, site: Site, http_mirror: Any, entry: str, key: str, what: str
 ) -> None:
     site.edit_manifest(lambda m: m["files"][entry].__setitem__(key, "0" * 64))
     name = "index.json.gz" if entry == "index" else "repos.json"
@@ -110,12 +112,12 @@ def test_a_wrong_checksum_is_refused_by_name_and_nothing_is_stored(
         result = invoke("import", target)
         assert result.exit_code == 2
         assert f"{name}: {what} mismatch: the manifest says {'0' * 64}" in result.stderr
-        with KnowledgeBase(str(db_path)) as kb:
+        with KnowledgeBase(str(db_url)) as kb:
             assert kb.stats()["records"] == 0
 
 
 def test_a_file_larger_than_announced_is_refused_before_it_is_parsed(
-    invoke: Any, db_path: Path, site: Site, http_mirror: Any
+    invoke: Any, db_url: str, site: Site, http_mirror: Any
 ) -> None:
     site.edit_manifest(lambda m: m["files"]["repos"].__setitem__("bytes", 10))
     result = invoke("import", f"{http_mirror(site.root)}/data/manifest.json")
@@ -124,7 +126,7 @@ def test_a_file_larger_than_announced_is_refused_before_it_is_parsed(
 
 
 def test_a_repository_that_cannot_be_read_is_reported_and_the_rest_are_imported(
-    invoke: Any, db_path: Path, site: Site, http_mirror: Any
+    invoke: Any, db_url: str, site: Site, http_mirror: Any, tmp_path: Path
 ) -> None:
     lost, broken = site.repos[0], site.repos[1]
     site.repo_file(lost).unlink()
@@ -141,10 +143,10 @@ def test_a_repository_that_cannot_be_read_is_reported_and_the_rest_are_imported(
     }
     assert "not valid JSON" in summary["failed"][1]["reason"]
     assert summary["inserted"] == len(site.records)  # the lost ones from the index, as stubs
-    with KnowledgeBase(str(db_path)) as kb:
+    with KnowledgeBase(str(db_url)) as kb:
         assert kb.stats()["stubs"] == len(lost_ids)
     # Locally too, with the same counts.
-    result = invoke("--db", str(db_path.with_name("local.sqlite3")), "import", str(site.data))
+    result = invoke("--db", str(tmp_path / "local.sqlite3"), "import", str(site.data))
     assert result.exit_code == 1
     assert f"{site.repo_file(lost)}: no such file" in result.stderr
 
@@ -161,19 +163,19 @@ def test_a_repository_that_cannot_be_read_is_reported_and_the_rest_are_imported(
     ],
 )
 def test_a_manifest_path_that_leaves_the_mirror_is_refused(
-    invoke: Any, db_path: Path, site: Site, http_mirror: Any, path: str
+    invoke: Any, db_url: str, site: Site, http_mirror: Any, path: str
 ) -> None:
     site.edit_manifest(lambda m: m["files"]["index"].__setitem__("path", path))
     for target in (str(site.manifest), f"{http_mirror(site.root)}/data/manifest.json"):
         result = invoke("import", target)
         assert result.exit_code == 2, result.output
         assert "files.index: path" in result.stderr
-        with KnowledgeBase(str(db_path)) as kb:
+        with KnowledgeBase(str(db_url)) as kb:
             assert kb.stats()["records"] == 0
 
 
 def test_an_unchanged_dataset_is_not_read_again_and_stats_say_when_it_was_fetched(
-    invoke: Any, db_path: Path, site: Site, http_mirror: Any
+    invoke: Any, db_url: str, site: Site, http_mirror: Any
 ) -> None:
     url = f"{http_mirror(site.root)}/data/manifest.json"
     assert invoke("import", url).exit_code == 0
@@ -181,7 +183,7 @@ def test_an_unchanged_dataset_is_not_read_again_and_stats_say_when_it_was_fetche
     assert again.exit_code == 0
     assert f"{url}: dataset {DATASET_VERSION} is imported already" in again.stderr
     assert "Use --force to import it again." in again.stderr
-    with KnowledgeBase(str(db_path)) as kb:
+    with KnowledgeBase(str(db_url)) as kb:
         figures = kb.stats()
     assert figures["imports"] == 1  # a check that found nothing new is not an import
     [dataset] = figures["datasets"]
@@ -198,7 +200,7 @@ def test_an_unchanged_dataset_is_not_read_again_and_stats_say_when_it_was_fetche
 
 
 def test_a_folder_without_a_manifest_skips_the_sites_own_files_with_one_line_each(
-    invoke: Any, db_path: Path, site: Site
+    invoke: Any, db_url: str, site: Site
 ) -> None:
     site.manifest.unlink()
     result = invoke("import", str(site.root))
@@ -212,7 +214,7 @@ def test_a_folder_without_a_manifest_skips_the_sites_own_files_with_one_line_eac
         f"note: {site.data}/tags.json: the site's tag vocabulary: 1 file skipped (not records)",
     ]
     assert "rejected" in result.stderr and ", 0 rejected." in result.stderr
-    assert_whole_dataset(db_path, site)
+    assert_whole_dataset(db_url, site)
     # A file of the site's own named directly is passed over the same way.
     shard = site.data / "search" / "meta" / "0.json"
     result = invoke("import", str(shard))
@@ -221,7 +223,7 @@ def test_a_folder_without_a_manifest_skips_the_sites_own_files_with_one_line_eac
 
 
 def test_repos_json_named_directly_brings_in_the_repository_files(
-    invoke: Any, db_path: Path, site: Site
+    invoke: Any, db_url: str, site: Site
 ) -> None:
     result, summary = imported(invoke, str(site.data / "repos.json"))
     assert result.exit_code == 0, result.stderr
@@ -247,7 +249,7 @@ def test_show_and_stats_describe_the_repository(invoke: Any, site: Site) -> None
 
 
 def test_a_bad_repos_json_row_is_rejected_by_name_and_the_others_are_kept(
-    invoke: Any, db_path: Path, tmp_path: Path, site: Site
+    invoke: Any, db_url: str, tmp_path: Path, site: Site
 ) -> None:
     rows = json.loads((site.data / "repos.json").read_text())
     rows[1]["stars"] = -3
@@ -333,7 +335,7 @@ UPSTREAM_VALID_VARIANTS: dict[str, dict[str, Any]] = {
 
 @pytest.mark.parametrize("variant", sorted(UPSTREAM_VALID_VARIANTS))
 def test_records_upstream_accepts_are_stored_and_exported_unchanged(
-    invoke: Any, db_path: Path, tmp_path: Path, variant: str
+    invoke: Any, db_url: str, tmp_path: Path, variant: str
 ) -> None:
     record = corpus_records(1)[0]
     for key, value in UPSTREAM_VALID_VARIANTS[variant].items():
@@ -377,9 +379,9 @@ def test_upstreams_schema_fixture_shape_is_stored_and_exported_with_its_defaults
     assert invoke("match", "-", input="Request failed with status code 416\n").exit_code == 0
 
 
-def test_the_library_reports_progress_repository_by_repository(db_path: Path, site: Site) -> None:
+def test_the_library_reports_progress_repository_by_repository(db_url: str, site: Site) -> None:
     calls: list[tuple[int, int, str]] = []
-    with KnowledgeBase(str(db_path)) as kb:
+    with KnowledgeBase(str(db_url)) as kb:
         report = kb.import_sources(
             [str(site.root)],
             on_repository=lambda done, total, repo: calls.append((done, total, repo)),

@@ -12,10 +12,12 @@ from kb import KnowledgeBase
 from tests.conftest import SEED, seed_record
 from tests.test_match_cli import LOG
 
+pytestmark = pytest.mark.databases  # each test on SQLite and on PostgreSQL
+
 
 @pytest.fixture
-def kb(db_path: Path) -> Any:
-    with KnowledgeBase(str(db_path)) as kb:
+def kb(db_url: str) -> Any:
+    with KnowledgeBase(db_url) as kb:
         kb.import_sources([str(SEED)])
         yield kb
 

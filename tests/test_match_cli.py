@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +15,8 @@ import pytest
 from kb import quick
 from kb.config import cache_dir_for
 from tests.conftest import SEED
+
+pytestmark = pytest.mark.databases  # each test on SQLite and on PostgreSQL
 
 LOG = (
     "2026-11-29T10:00:00Z INFO starting worker\n"
@@ -140,9 +143,12 @@ def test_cold_quick_path_and_full_path_give_the_same_answer(tmp_path: Path) -> N
     quick_run = subprocess.run(
         [*kb, "match", "--json"], input=LOG, text=True, env=env, capture_output=True, check=True
     )
-    # Without a cache the full path (SQLAlchemy, schema checks) rebuilds it.
+    # Without a cache, nor an index stored in the file, the full path (SQLAlchemy, schema
+    # checks) rebuilds it.
     for cached in cache_dir_for(url).glob("*"):
         cached.unlink()
+    with sqlite3.connect(db) as conn:
+        conn.execute("DELETE FROM matcher_index")
     full_run = subprocess.run(
         [*kb, "match", "--json"], input=LOG, text=True, env=env, capture_output=True, check=True
     )
@@ -167,10 +173,10 @@ NEAR_MISS_SEARCH = {"rapidfuzz", "kb.matcher.fuzzy", "kb.patterns"}
 
 @pytest.mark.parametrize("reworded", [False, True], ids=["exact", "reworded"])
 def test_a_cold_match_imports_no_database_layer_no_build_and_no_near_miss_search_unless_tried(
-    tmp_path: Path, reworded: bool
+    tmp_path: Path, reworded: bool, db_url: str
 ) -> None:
-    db = tmp_path / "kb.sqlite3"
-    env = dict(os.environ, KB_DATABASE_URL=str(db))
+    """On SQLite the standard library's sqlite3, on PostgreSQL psycopg alone: no SQLAlchemy."""
+    env = dict(os.environ, KB_DATABASE_URL=db_url)
     subprocess.run([sys.executable, "-m", "kb", "import", "-q", str(SEED)], env=env, check=True)
     log = tmp_path / "app.log"
     # a valid kind: no "did you mean" (which needs rapidfuzz)
@@ -211,16 +217,18 @@ def test_a_cold_match_imports_no_database_layer_no_build_and_no_near_miss_search
         assert tops & NEAR_MISS_SEARCH == set()
 
 
-def test_match_on_a_database_at_an_old_schema_exits_3(invoke: Any, db_path: Path) -> None:
+def test_match_on_a_database_at_an_old_schema_exits_3(invoke: Any, db_url: str) -> None:
     from alembic import command
 
     from kb import db
+    from kb.config import to_url
 
-    engine = db.make_engine(f"sqlite:///{db_path}")
+    engine = db.make_engine(to_url(db_url))
+    at_head = db.current_revision(engine) is not None  # PostgreSQL's come from the template
     with engine.begin() as conn:
         config = db._alembic_config(engine)
         config.attributes["connection"] = conn
-        command.upgrade(config, "0001")
+        (command.downgrade if at_head else command.upgrade)(config, "0001")
     result = invoke("match", input=LOG)
     assert result.exit_code == 3
     assert "Run `kb db upgrade`" in result.stderr
@@ -231,3 +239,69 @@ def test_matching_against_an_empty_knowledge_base_says_what_to_do(invoke: Any) -
     assert result.exit_code == 1
     assert result.stdout.startswith("No known error in the pasted text (1 line against 0 records")
     assert "The knowledge base is empty: import a dataset first (kb import PATH)." in result.stderr
+
+
+def test_a_machine_without_the_index_fetches_it_from_the_database_instead_of_building_it(
+    seeded: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`kb import` stored the index it built; a teammate whose cache folder is empty gets it
+    from the database (SQLite's quick path reads it from the file), never rebuilding it."""
+    from kb.matcher import build
+
+    def rebuilt(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("the index was rebuilt instead of fetched")
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "another-machine"))
+    monkeypatch.setattr(build, "write_index", rebuilt)
+    result = seeded("match", "--json", input=LOG)
+    assert result.exit_code == 0, result.output
+    assert [m["id"] for m in json.loads(result.stdout)["matches"]] == ["46a1fcb95e0d367e"]
+
+
+def test_fetching_or_building_the_index_says_so_with_its_true_duration(
+    seeded: Any, db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import re
+    import time
+
+    from kb.knowledge import KnowledgeBase
+    from kb.shared_index import TABLE
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "fetching"))
+    lines: list[str] = []
+    with KnowledgeBase(db_url) as base:
+        started = time.perf_counter()
+        base.matcher(status=lines.append)
+        took = time.perf_counter() - started
+        assert lines[0].startswith("Fetching the matcher index for this revision")
+        reported = re.fullmatch(r"Fetched the matcher index in (\d+\.\d) s\.", lines[1])
+        assert reported is not None and float(reported[1]) <= took + 0.05
+        with base.engine.begin() as conn:  # nothing stored: the next machine builds it
+            conn.exec_driver_sql(f"DELETE FROM {TABLE}")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "building"))
+    lines.clear()
+    with KnowledgeBase(db_url) as base:
+        base.matcher(status=lines.append)
+        assert lines[0].startswith("Building the matcher index for this revision (1 record;")
+        assert re.fullmatch(r"Built the matcher index in \d+\.\d s\.", lines[1])
+        with base.engine.connect() as conn:  # and stored it for the next one
+            assert conn.exec_driver_sql(f"SELECT count(*) FROM {TABLE}").scalar() == 1
+
+
+def test_a_slow_step_is_announced_on_a_terminal_only_once_it_takes_a_moment(
+    capsys: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import time
+
+    from kb.cli import SlowNotice
+
+    quick_one = SlowNotice()
+    quick_one("Fetching ...")
+    quick_one("Fetched in 0.0 s.")
+    time.sleep(SlowNotice.NOTICE_AFTER_S + 0.2)
+    assert capsys.readouterr().err == ""
+    slow_one = SlowNotice()
+    slow_one("Fetching ...")
+    time.sleep(SlowNotice.NOTICE_AFTER_S + 0.2)
+    slow_one("Fetched in 0.5 s.")
+    assert capsys.readouterr().err == "Fetching ...\nFetched in 0.5 s.\n"

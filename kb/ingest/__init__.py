@@ -21,6 +21,7 @@ from sqlalchemy import Engine, delete, insert, select, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
+from kb.config import masked
 from kb.db import set_meta
 from kb.errors import DatabaseError, InputError
 from kb.ingest.checked import checked_copy, remove_copies
@@ -324,11 +325,12 @@ def _source_key(location: str) -> str:
 
 
 def _shown(spec: str) -> str:
-    """A source as it may be printed and stored: a URL's user and password removed."""
+    """A source as it may be printed and stored: a URL's user and password removed, secrets
+    in its query (`?token=`, `?password=`) masked."""
     if not is_url(spec):
         return spec
     parts = urlsplit(spec)
     if "@" not in parts.netloc:
-        return spec
+        return masked(spec)
     host = parts.netloc.rpartition("@")[2]
-    return urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))
+    return masked(urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment)))

@@ -132,6 +132,10 @@ class Importer:
         except FieldError as exc:
             self._reject(item, record_id_of(value), exc.field, exc.reason)
             return
+        refused = self._writer.unstorable(record)
+        if refused is not None:
+            self._reject(item, record.id, *refused)
+            return
         if version:
             report.dataset_version = version
         if self.check_pattern is not None and not never_warns(

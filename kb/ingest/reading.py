@@ -19,7 +19,17 @@ from kb.errors import InputError
 
 READ_CHUNK: Final = 1 << 20  # bytes of text the streaming JSON reader asks for at a time
 JSONL_PROBE_LIMIT: Final = 8 << 20  # a first line longer than this is not one JSONL record
+# The most JSON text one record (or one manifest, or one element of an array) may take. The
+# largest of the 69,652 records in the shared corpus is 5.4 KB, so this is 1,500 times that;
+# a value past it is rejected alone and read past without being held (a 1 GB string in a
+# 1 MB gzip once made an import peak at 2.2 GB).
+MAX_RECORD_CHARS: Final = 8 << 20
 GZIP_MAGIC: Final = b"\x1f\x8b"
+# A gzip that expands more than this many times is refused as a bomb once it has expanded past
+# BOMB_MIN_BYTES: the shared corpus's records.jsonl.gz expands 17 times, JSON records hardly
+# past 50, while a gigabyte of one repeated byte fits in a megabyte (1,000 times).
+BOMB_RATIO: Final = 500
+BOMB_MIN_BYTES: Final = 32 << 20
 
 ProgressFn = Callable[[int], None]
 
@@ -64,9 +74,18 @@ def is_url(spec: str) -> bool:
 class CountingReader(io.RawIOBase):
     """Passes bytes through, hashing them and reporting how many went by."""
 
-    def __init__(self, raw: IO[bytes], progress: ProgressFn | None = None) -> None:
+    def __init__(
+        self,
+        raw: IO[bytes],
+        progress: ProgressFn | None = None,
+        *,
+        compressed: CountingReader | None = None,
+        name: str = "",
+    ) -> None:
         self._raw = raw
         self._progress = progress
+        self._compressed = compressed  # the gzip these bytes come out of, to spot a bomb
+        self._name = name
         self.sha256 = hashlib.sha256()
         self.count = 0
 
@@ -82,6 +101,12 @@ class CountingReader(io.RawIOBase):
             self.count += n
             if self._progress is not None:
                 self._progress(n)
+            packed = self._compressed
+            if packed and self.count > max(BOMB_MIN_BYTES, BOMB_RATIO * packed.count):
+                raise InputError(
+                    f"{self._name}: expands to more than {BOMB_RATIO:,} times its gzipped size "
+                    "(a gzip bomb?); not read"
+                )
         return n
 
     def close(self) -> None:
@@ -121,9 +146,16 @@ class Source:
         self.inner: CountingReader | None = None
         data: IO[bytes] = buffered
         if self.gzipped:
-            self.inner = CountingReader(gzip.GzipFile(fileobj=buffered, mode="rb"))  # type: ignore[arg-type]
+            consumed = CountingReader(buffered)  # what the decompressor has taken so far
+            self.inner = CountingReader(
+                gzip.GzipFile(fileobj=consumed, mode="rb"),  # type: ignore[arg-type]
+                compressed=consumed,
+                name=self.name,
+            )
             data = io.BufferedReader(self.inner, buffer_size=READ_CHUNK)
-        self.text = io.TextIOWrapper(data, encoding="utf-8", errors="strict", newline="")
+        # Bytes that are not UTF-8 become lone surrogates (U+DC80..U+DCFF), which validation
+        # refuses in the record that holds them: one bad record, not a lost file.
+        self.text = io.TextIOWrapper(data, encoding="utf-8", errors="surrogateescape", newline="")
 
     def close(self) -> None:
         if self.spec != "-":
@@ -175,11 +207,19 @@ JsonEvent = WholeValue | ArrayElement | CompactRow
 
 class Undecodable(Exception):
     """A value JSON's grammar allows but the decoder refuses (a number of more than 4,300
-    digits, nesting deeper than the interpreter's stack): one bad record, skipped."""
+    digits, nesting deeper than the interpreter's stack), or one past MAX_RECORD_CHARS: one
+    bad record, skipped."""
 
-    def __init__(self, reason: str) -> None:
+    def __init__(self, reason: str, *, too_large: bool = False) -> None:
         super().__init__(reason)
         self.reason = reason
+        self.too_large = too_large
+
+
+def too_large() -> Undecodable:
+    return Undecodable(
+        f"larger than the {MAX_RECORD_CHARS:,}-character limit for one record", too_large=True
+    )
 
 
 def undecodable_reason(exc: BaseException) -> str:
@@ -193,6 +233,16 @@ def undecodable_reason(exc: BaseException) -> str:
 # Where a skipped value may end, outside and inside a string.
 _SKIP_OUTSIDE: Final = re.compile(r'["\[\]{},]')
 _SKIP_INSIDE: Final = re.compile(r'["\\]')
+# Runs read in one step, not a character at a time in Python: a gzip bomb of a gigabyte of
+# spaces or of "[" otherwise took minutes.
+_WHITESPACE: Final = re.compile(r"[ \t\r\n\ufeff]*")
+_OPENERS: Final = re.compile(r"[\[{][\[{ \t\r\n]*")
+_CLOSERS: Final = re.compile(r"[\]}][\]} \t\r\n]*")
+
+
+def _brackets(buf: str, start: int, end: int) -> int:
+    """How many brackets a run of brackets and whitespace holds."""
+    return end - start - sum(buf.count(c, start, end) for c in " \t\r\n")
 
 
 class JsonStream:
@@ -203,6 +253,7 @@ class JsonStream:
         self._name = name
         self._buf = ""
         self._pos = 0
+        self._dropped = 0  # characters already dropped from the front of the buffer
         self._eof = False
         self.line = 1  # line of the next unread character
         self._decoder = json.JSONDecoder()
@@ -214,18 +265,24 @@ class JsonStream:
         if not chunk:
             self._eof = True
             return False
+        self._dropped += self._pos
         self._buf = self._buf[self._pos :] + chunk
         self._pos = 0
         return True
+
+    def tell(self) -> int:
+        """Characters read past so far."""
+        return self._dropped + self._pos
 
     def peek(self) -> str | None:
         """The next non-whitespace character, or None at the end."""
         while True:
             buf, pos, n = self._buf, self._pos, len(self._buf)
-            while pos < n and buf[pos] in " \t\r\n\ufeff":
-                if buf[pos] == "\n":
-                    self.line += 1
-                pos += 1
+            spaces = _WHITESPACE.match(buf, pos)
+            end = spaces.end() if spaces else pos
+            if end > pos:
+                self.line += buf.count("\n", pos, end)
+                pos = end
             self._pos = pos
             if pos < n:
                 return buf[pos]
@@ -238,17 +295,22 @@ class JsonStream:
             raise self._error(f"expected {char!r}, found {found!r}" if found else "unexpected end")
         self._pos += 1
 
-    def value(self) -> Any:
+    def value(self, limit: int | None = None) -> Any:
         """Decode the next whole value, reading more text until it is complete. Raises
-        Undecodable, with the value skipped, when the decoder refuses a well-formed value."""
+        Undecodable, with the value skipped, when the decoder refuses a well-formed value or
+        it is longer than `limit` characters (default MAX_RECORD_CHARS)."""
+        limit = MAX_RECORD_CHARS if limit is None else limit
         self.peek()
         size = READ_CHUNK
         while True:
             try:
                 value, end = self._decoder.raw_decode(self._buf, self._pos)
             except json.JSONDecodeError as exc:
+                if len(self._buf) - self._pos > limit:  # incomplete, and too long already
+                    self._skip_value()
+                    raise too_large() from None
                 if self._fill(size):
-                    size *= 2
+                    size = min(size * 2, max(limit, READ_CHUNK))
                     continue
                 raise self._error(exc.msg) from None
             except (ValueError, RecursionError) as exc:
@@ -258,7 +320,10 @@ class JsonStream:
             if at_end and self._fill(size):  # a number or literal may continue in the next chunk
                 continue
             self.line += self._buf.count("\n", self._pos, end)
+            too_long = end - self._pos > limit
             self._pos = end
+            if too_long:
+                raise too_large()
             return value
 
     def _skip_value(self) -> None:
@@ -287,15 +352,26 @@ class JsonStream:
                 elif char == '"':
                     inside, pos = True, at + 1
                 elif char in "[{":
-                    depth, pos = depth + 1, at + 1
+                    run = _OPENERS.match(buf, at)
+                    end = run.end() if run else at + 1
+                    depth += _brackets(buf, at, end)
+                    pos = end
                 elif depth == 0:  # a comma or the enclosing bracket ends a scalar
                     return self._advance(at)
                 elif char == ",":
                     pos = at + 1
                 else:
-                    depth, pos = depth - 1, at + 1
-                    if depth == 0:
-                        return self._advance(pos)
+                    run = _CLOSERS.match(buf, at)
+                    end = run.end() if run else at + 1
+                    closed = _brackets(buf, at, end)
+                    if closed < depth:
+                        depth, pos = depth - closed, end
+                        continue
+                    for pos in range(at, end):  # the closer that ends the value
+                        if buf[pos] in "]}":
+                            depth -= 1
+                            if depth == 0:
+                                return self._advance(pos + 1)
             self._advance(pos)
             if not self._fill():
                 raise self._error("unexpected end")
@@ -318,31 +394,57 @@ class JsonStream:
                 continue
             if char != "{":
                 raise self._error(f"expected an object or array, found {char!r}")
+            start = self.tell()
             self._pos += 1
             obj: dict[str, Any] = {}
             streamed = False
             broken: Unparsable | None = None  # a member the decoder refused: one bad record
+            oversized = False  # past MAX_RECORD_CHARS: the rest is read past, not kept
             if self.peek() == "}":
                 self._pos += 1
                 yield WholeValue(line, obj)
                 continue
             while True:
-                key = self.value()
-                if not isinstance(key, str):
-                    raise self._error("object keys must be strings")
-                self.take(":")
-                if key == "errors" and self.peek() == "[":
-                    self._pos += 1
-                    streamed = True
-                    version = obj.get("datasetVersion")
-                    version = version if isinstance(version, str) else None
-                    for index, row in enumerate(self._array_items()):
-                        yield CompactRow(index, version, row)
+                room = MAX_RECORD_CHARS - (self.tell() - start)
+                if oversized or room <= 0:
+                    if not oversized:
+                        broken, oversized = Unparsable(too_large().reason), True
+                        obj.clear()
+                    self._skip_value()  # the key
+                    self.take(":")
+                    self._skip_value()
+                    key = None
                 else:
                     try:
-                        obj[key] = self.value()
-                    except Undecodable as exc:
-                        broken = broken or Unparsable(exc.reason)
+                        key = self.value(limit=room)
+                    except Undecodable as exc:  # a key too long to keep
+                        broken, oversized = Unparsable(exc.reason), True
+                        obj.clear()
+                        self.take(":")
+                        self._skip_value()
+                        key = None
+                if key is not None:
+                    if not isinstance(key, str):
+                        raise self._error("object keys must be strings")
+                    self.take(":")
+                    if key == "errors" and self.peek() == "[":
+                        self._pos += 1
+                        streamed = True
+                        version = obj.get("datasetVersion")
+                        version = version if isinstance(version, str) else None
+                        before = self.tell()
+                        for index, row in enumerate(self._array_items()):
+                            yield CompactRow(index, version, row)
+                        start += self.tell() - before  # its rows are records of their own
+                    else:
+                        room = MAX_RECORD_CHARS - (self.tell() - start)
+                        try:
+                            obj[key] = self.value(limit=room)
+                        except Undecodable as exc:
+                            broken = broken or Unparsable(exc.reason)
+                            if exc.too_large:
+                                broken, oversized = Unparsable(exc.reason), True
+                                obj.clear()
                 separator = self.peek()
                 self._pos += 1
                 if separator == "}":
@@ -395,6 +497,8 @@ def items_of_text(name: str, text: IO[str]) -> Iterator[Item | Container]:
     first = text.readline(JSONL_PROBE_LIMIT)
     stripped = first.strip().lstrip("\ufeff")
     if stripped and stripped[0] not in "[{":
+        if "\udc80" <= stripped[0] <= "\udcff":  # a byte that is not UTF-8 (see Source)
+            raise InputError(f"{name}:1: not UTF-8 text (byte 0x{ord(stripped[0]) - 0xDC00:02X})")
         raise InputError(f"{name}:1: not JSON: the file starts with {stripped[:20]!r}")
     if stripped.startswith("{"):
         try:
@@ -408,9 +512,13 @@ def items_of_text(name: str, text: IO[str]) -> Iterator[Item | Container]:
 
 
 def _items_of_jsonl(name: str, first: str, text: IO[str]) -> Iterator[Item]:
-    """One JSON object a line; a line that is not JSON is a rejected record, not fatal."""
+    """One JSON object a line; a line that is not JSON, or longer than MAX_RECORD_CHARS, is a
+    rejected record, not fatal."""
     number = 0
     for number, line in enumerate(_chain_lines(first, text), start=1):
+        if line is None or len(line) > MAX_RECORD_CHARS + 1:
+            yield Item(name, number, Unparsable(too_large().reason))
+            continue
         stripped = line.strip()
         if not stripped:
             continue
@@ -425,9 +533,16 @@ def _items_of_jsonl(name: str, first: str, text: IO[str]) -> Iterator[Item]:
         yield Item(name, number, value)
 
 
-def _chain_lines(first: str, text: IO[str]) -> Iterator[str]:
+def _chain_lines(first: str, text: IO[str]) -> Iterator[str | None]:
+    """The lines, each read up to MAX_RECORD_CHARS; None for a longer one, read past."""
     yield first
-    yield from text
+    while line := text.readline(MAX_RECORD_CHARS + 1):
+        if len(line) > MAX_RECORD_CHARS and not line.endswith("\n"):
+            while (rest := text.readline(READ_CHUNK)) and not rest.endswith("\n"):
+                pass
+            yield None
+        else:
+            yield line
 
 
 def _items_of_stream(name: str, text: TextReader) -> Iterator[Item | Container]:

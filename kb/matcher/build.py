@@ -51,10 +51,8 @@ from kb.sql import select_in
 if TYPE_CHECKING:
     from kb.matcher.index import MatcherIndex
 
-# A temporary cache file this old is left over from a killed build.
 # What upstream writes as filePath when the analysis found no file: no frame can be in it.
 UNKNOWN_FILE: Final = "unknown"
-STALE_TMP_SECONDS: Final = 3600
 # Records a build holds before writing them to the cache: bounds its memory, amortises inserts.
 BUILD_CHUNK = 2_000
 # The longest prefilter key: Hyperscan refuses literals past about 16,000 bytes, and a key this
@@ -179,11 +177,7 @@ def write_index(
     release_memory()
     cache_dir = Path(cache_dir)
     cache_dir.mkdir(parents=True, exist_ok=True)
-    for stale in cache_dir.glob(".matcher-*.tmp"):
-        # left by a build that was killed; a running build's file is younger than this
-        with contextlib.suppress(OSError):
-            if time.time() - stale.stat().st_mtime > STALE_TMP_SECONDS:
-                stale.unlink()
+    # A killed build's temporary file is removed by the next build (kb.matcher.lock).
     started = time.perf_counter()
     fd, tmp_name = tempfile.mkstemp(prefix=".matcher-", suffix=".tmp", dir=cache_dir)
     os.close(fd)
@@ -224,7 +218,13 @@ def write_index(
         con.executescript(INDEXES)
         con.commit()
         con.close()
+        # Written without a journal or syncs (a failed build is thrown away whole), so the
+        # file reaches the disk before it takes the cache's name: after a crash or a power
+        # cut the name holds the old cache or the new one, never a part of the new.
+        _sync(tmp)
         os.replace(tmp, cache_dir / CACHE_FILE)
+        with contextlib.suppress(OSError):  # some file systems cannot sync a folder
+            _sync(cache_dir)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
@@ -252,6 +252,15 @@ def _write_words(con: sqlite3.Connection) -> None:
         (listed,),
     )
     con.execute("DROP TABLE tw")
+
+
+def _sync(path: Path) -> None:
+    """Flush a file, or a folder's entries (a rename), to the disk."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _pattern_digest(prep: PreparedPattern) -> int | None:

@@ -18,14 +18,18 @@ rows its candidates need, through a CacheReader, which keeps what it read.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
+import os
 import re
 import sqlite3
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Concatenate, Final, ParamSpec, TypeVar
 
+from kb.errors import DatabaseError
 from kb.logtext import Frame
 from kb.sql import select_in
 
@@ -116,6 +120,11 @@ def words_of(text: str) -> list[str]:
     return out
 
 
+class CacheDamaged(DatabaseError):
+    """The cache turned out damaged while it was read (its header, read on opening, was
+    fine): the file has been removed, so the next look for it builds it again."""
+
+
 def open_current(
     cache_dir: Path, revision: str, *keys: str
 ) -> tuple[sqlite3.Connection, dict[str, Any]] | None:
@@ -195,13 +204,52 @@ _PATTERN_COLUMNS: Final = (
     " nested, others"
 )
 _RECORD_COLUMNS: Final = "idx, id, error_class, file_path, line_number, error_message, function"
+# What reading a damaged cache raises: SQLite's "malformed", "not a database" or a text that
+# is not UTF-8, and a JSON column that is not JSON (or NULL) any more.
+_DAMAGE: Final = (sqlite3.DatabaseError, ValueError, TypeError)
+
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
+
+
+def _reads(
+    method: Callable[Concatenate[CacheReader, _P], _T],
+) -> Callable[Concatenate[CacheReader, _P], _T]:
+    """A CacheReader method whose failure to read the file means the file is damaged."""
+
+    @functools.wraps(method)
+    def reading(self: CacheReader, /, *args: _P.args, **kwargs: _P.kwargs) -> _T:
+        try:
+            return method(self, *args, **kwargs)
+        except _DAMAGE as exc:
+            raise self.damaged(exc) from exc
+
+    return reading
+
+
+def file_identity(path: Path) -> tuple[int, int] | None:
+    """(device, inode) of a file, to remove it later only if it is still the same file."""
+    try:
+        found = os.stat(path)
+    except OSError:
+        return None
+    return found.st_dev, found.st_ino
 
 
 class CacheReader:
     """The rows of one open cache, each read when first asked for and then kept."""
 
-    def __init__(self, con: sqlite3.Connection, kinds: list[list[Any]]) -> None:
+    def __init__(
+        self,
+        con: sqlite3.Connection,
+        kinds: list[list[Any]],
+        *,
+        path: Path | None = None,
+        identity: tuple[int, int] | None = None,
+    ) -> None:
         self._con = con
+        self._path = path  # the file, removed if it turns out damaged
+        self._identity = identity
         self._kind_starts = [int(k[0]) for k in kinds]
         self._kind_names = [str(k[1]) for k in kinds]
         # Pattern keys come first: ids below this need no kind lookup.
@@ -221,6 +269,17 @@ class CacheReader:
     def close(self) -> None:
         self._con.close()
 
+    def damaged(self, exc: BaseException) -> CacheDamaged:
+        """The error for a damaged file, which is removed first (unless another process has
+        put a new cache in its place since it was opened)."""
+        if self._path is not None and file_identity(self._path) == self._identity:
+            with contextlib.suppress(OSError):
+                self._path.unlink()
+        return CacheDamaged(
+            f"the matcher cache {self._path or ''} is damaged ({exc}); it was removed",
+            hint="Run the command again: the matcher index is rebuilt.",
+        )
+
     def shards(self) -> Iterator[bytes]:
         """The serialised Hyperscan databases, in key-id order."""
         for (blob,) in self._con.execute("SELECT hsdb FROM shards ORDER BY n"):
@@ -235,6 +294,7 @@ class CacheReader:
                 break
         return kind
 
+    @_reads
     def prefetch_keys(self, key_ids: Iterable[int]) -> None:
         """Read the patterns of many hit keys in a few queries, not one each."""
         missing = sorted(set(key_ids) - self._key_patterns.keys())
@@ -244,6 +304,7 @@ class CacheReader:
             self._key_text[idx] = key
             self._key_patterns[idx] = json.loads(patterns)
 
+    @_reads
     def key_patterns(self, key_id: int) -> list[int]:
         """The patterns whose best key this is."""
         if key_id not in self._key_patterns:
@@ -259,6 +320,7 @@ class CacheReader:
             self.key_patterns(key_id)
         return self._key_text[key_id]
 
+    @_reads
     def load_patterns(self, idxs: Iterable[int]) -> None:
         missing = [i for i in set(idxs) if i not in self._patterns]
         for row in select_in(
@@ -286,6 +348,7 @@ class CacheReader:
             self.load_patterns([idx])
         return self._patterns[idx]
 
+    @_reads
     def load_records(self, idxs: Iterable[int]) -> None:
         missing = [i for i in set(idxs) if i not in self._records]
         for row in select_in(
@@ -300,6 +363,7 @@ class CacheReader:
             self.load_records([idx])
         return self._records[idx]
 
+    @_reads
     def file_records(self, frame: Frame) -> tuple[str, list[tuple[int | None, int]]] | None:
         """(filePath, [(lineNumber, record)]) for the longest known path that the frame's path
         ends with, or None."""
@@ -317,6 +381,7 @@ class CacheReader:
         self._files[frame.path] = result
         return result
 
+    @_reads
     def file_functions(self, frame: Frame) -> frozenset[str]:
         """The functions the records of the frame's file are raised in."""
         if frame.path not in self._file_functions:
@@ -327,6 +392,7 @@ class CacheReader:
             self._file_functions[frame.path] = frozenset(name for name in names if name)
         return self._file_functions[frame.path]
 
+    @_reads
     def function_records(self, name: str) -> list[int]:
         """The records raised in a function of this name, in any file."""
         if name not in self._functions:
@@ -335,9 +401,11 @@ class CacheReader:
             ]
         return self._functions[name]
 
+    @_reads
     def code_records(self, code: str) -> list[int]:
         return [r for (r,) in self._con.execute("SELECT rec FROM codes WHERE code = ?", (code,))]
 
+    @_reads
     def known_packages(self) -> frozenset[str]:
         """The top-level folders of every record's filePath: the packages kb knows."""
         if self._packages is None:
@@ -345,6 +413,7 @@ class CacheReader:
             self._packages = frozenset(json.loads(row[0]) if row else [])
         return self._packages
 
+    @_reads
     def fuzzy_templates(self) -> tuple[list[str], list[int]]:
         """Every message template for near misses, and the pattern of each."""
         items = self._con.execute("SELECT t, p FROM fuzzy ORDER BY rowid").fetchall()

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
 from kb import logtext
-from kb.matcher.cache import CacheReader, open_current
+from kb.matcher.cache import CACHE_FILE, CacheReader, file_identity, open_current
 from kb.matcher.evidence import DEFAULT_SCORING, Scorer, ScoringConfig
 from kb.matcher.prefilter import Prefilter
 from kb.matcher.rank import MatchReport
@@ -50,6 +50,8 @@ class MatcherIndex:
         """Every known error in `text` (a string, bytes, a binary/text stream or a path; streams
         and paths are read block by block). `top` records per error: the best plus top - 1
         alternatives; reported from `min_score` (default: the scoring's)."""
+        if min_score is not None and not 0 <= min_score <= 1:  # also refuses NaN
+            raise ValueError(f"min_score must be a number from 0 to 1, got {min_score!r}")
         started = time.perf_counter()
         scan = LogScan(
             reader=self._reader,
@@ -92,8 +94,11 @@ def load_index(cache_dir: Path, revision: str) -> MatcherIndex | None:
     if opened is None:
         return None
     con, meta = opened
+    path = Path(cache_dir) / CACHE_FILE
     try:
-        reader = CacheReader(con, json.loads(meta["kinds"]))
+        reader = CacheReader(
+            con, json.loads(meta["kinds"]), path=path, identity=file_identity(path)
+        )
         prefilter = Prefilter(reader.shards())
         return MatcherIndex(
             reader=reader, prefilter=prefilter, records=int(meta["records"]), revision=revision

@@ -165,14 +165,14 @@ class Verifier:
 
     def _compile(self, pattern: Pattern) -> Any:
         if pattern.idx not in self._compiled:
-            import re2  # only once a candidate survives its substring test
+            from kb.regex import compile_re2  # once a candidate survives its substring test
 
             try:
                 if pattern.engine == "guarded":
                     source = pattern.relaxed
-                    self._compiled[pattern.idx] = re2.compile(source) if source else None
+                    self._compiled[pattern.idx] = compile_re2(source) if source else None
                 else:
-                    self._compiled[pattern.idx] = re2.compile(pattern.regex)
+                    self._compiled[pattern.idx] = compile_re2(pattern.regex)
             except Exception:
                 self._compiled[pattern.idx] = None
         return self._compiled[pattern.idx]
@@ -181,10 +181,10 @@ class Verifier:
         if pattern.engine == "guarded":
             return None
         if pattern.idx not in self._runs_on:
-            import re2
+            from kb.regex import compile_re2
 
             try:
-                self._runs_on[pattern.idx] = re2.compile("(?s)" + pattern.regex)
+                self._runs_on[pattern.idx] = compile_re2("(?s)" + pattern.regex)
             except Exception:
                 self._runs_on[pattern.idx] = None
         return self._runs_on[pattern.idx]

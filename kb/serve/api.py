@@ -13,7 +13,7 @@ from typing import Any
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse as _StarletteJSON
 from starlette.routing import BaseRoute, Route
 
 from kb import render
@@ -31,8 +31,18 @@ from kb.serve.http import (
 )
 from kb.serve.openapi import ERROR_TYPES, SEVERITIES, document
 from kb.serve.service import Found, Service
+from kb.text import json_safe
 
 DEFAULT_TOP = 3  # the same as `kb match --top`
+
+
+class JSONResponse(_StarletteJSON):
+    """JSON with every control, bidi and invisible character escaped, as `--json` prints it:
+    the data exact, and a terminal or a log viewer that shows the answer is not fooled."""
+
+    def render(self, content: Any) -> bytes:
+        text = json.dumps(content, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+        return json_safe(text).encode("utf-8")
 
 
 def service(request: Request) -> Service:

@@ -14,7 +14,7 @@ from typing import Final
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 from starlette.routing import Mount
 from starlette.staticfiles import StaticFiles
 
@@ -41,7 +41,7 @@ def _status_code(status: int) -> str:
 
 def _answer(request: Request, error: HttpError) -> Response:
     if wants_json(request.url.path):
-        return JSONResponse(error.as_dict(), status_code=error.status)
+        return api.JSONResponse(error.as_dict(), status_code=error.status)
     return pages.error_page(request, error.status, error.message)
 
 

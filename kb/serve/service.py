@@ -77,7 +77,9 @@ class Service:
 
         self.config = config
         # create=False: the CLI checked the schema; a server never creates or changes tables.
-        self.kb: KnowledgeBase = KnowledgeBase(config.db_url, create=False)
+        # pooled: a worker queries on every request and once a second; connecting each time
+        # would cost a PostgreSQL server a process start per query
+        self.kb: KnowledgeBase = KnowledgeBase(config.db_url, create=False, pooled=True)
         self.index: MatcherIndex = self.kb.matcher()  # `kb serve` built it before forking
         self.revision_seen = self.index.revision
         self._waiting_since: float | None = None
@@ -126,13 +128,27 @@ class Service:
             try:
                 await asyncio.to_thread(self.refresh)
             except Exception as exc:  # a dropped database connection: keep serving, retry
-                log.warning("revision check failed: %s", exc)
+                from kb.config import masked
+
+                log.warning("revision check failed: %s", masked(str(exc)))
 
     # ---- matching under a deadline ---------------------------------------------------------
 
     def _match(self, log_bytes: bytes, top: int, min_score: float, stop: threading.Event) -> Found:
+        from kb.matcher.cache import CacheDamaged
+
         index = self.index  # this match keeps the index it started with, even if swapped
-        report = index.match(_StoppableLog(log_bytes, stop), top=top, min_score=min_score)
+        try:
+            report = index.match(_StoppableLog(log_bytes, stop), top=top, min_score=min_score)
+        except CacheDamaged:
+            # The cache file went bad under this worker (a disk error, a hand edit): the
+            # reader removed it; build a good one, serve with it from now on, match again.
+            with self._refresh_lock:
+                if self.index is index:
+                    log.warning("matcher cache damaged: rebuilding it")
+                    self.index = self.kb.matcher(rebuild=True)
+                index = self.index
+            report = index.match(_StoppableLog(log_bytes, stop), top=top, min_score=min_score)
         report.add_suggestions(self.kb.related)  # for the lines no record explains
         wanted = [m.id for m in report.matches]
         wanted += [alt for m in report.matches for alt, _score in m.alternatives]

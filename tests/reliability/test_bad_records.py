@@ -13,6 +13,8 @@ import pytest
 
 from tests.conftest import corpus_records
 
+pytestmark = pytest.mark.databases  # each test on SQLite and on PostgreSQL
+
 
 def good_records() -> list[dict[str, Any]]:
     return corpus_records(3)

@@ -18,6 +18,8 @@ import pytest
 from kb import KnowledgeBase
 from tests.conftest import corpus_records
 
+pytestmark = pytest.mark.databases  # each test on SQLite and on PostgreSQL
+
 Handler = Callable[[BaseHTTPRequestHandler], None]
 
 
@@ -51,13 +53,13 @@ def records_jsonl(n: int = 3) -> bytes:
     return "".join(json.dumps(r) + "\n" for r in corpus_records(n)).encode()
 
 
-def stored(db_path: Path) -> int:
-    with KnowledgeBase(str(db_path)) as kb:
+def stored(db_url: str) -> int:
+    with KnowledgeBase(str(db_url)) as kb:
         return int(kb.stats()["records"])
 
 
 def test_a_redirect_to_another_host_is_refused(
-    invoke: Any, db_path: Path, serve: Callable[[Handler], str]
+    invoke: Any, db_url: str, serve: Callable[[Handler], str]
 ) -> None:
     def target(h: BaseHTTPRequestHandler) -> None:
         body = records_jsonl()
@@ -77,14 +79,14 @@ def test_a_redirect_to_another_host_is_refused(
     result = invoke("import", f"{base}/away")
     assert result.exit_code == 2
     assert f"{base}/away: redirected to another host (http://localhost:" in result.stderr
-    assert stored(db_path) == 0
+    assert stored(db_url) == 0
     # Within the same origin a redirect is followed.
     assert invoke("import", f"{base}/here").exit_code == 0
-    assert stored(db_path) == 3
+    assert stored(db_url) == 3
 
 
 def test_a_server_that_trickles_is_given_up_on(
-    invoke: Any, db_path: Path, serve: Callable[[Handler], str], monkeypatch: pytest.MonkeyPatch
+    invoke: Any, db_url: str, serve: Callable[[Handler], str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr("kb.ingest.http.GRACE_S", 0.3)
     monkeypatch.setattr("kb.ingest.http.MIN_BYTES_PER_S", 1000)
@@ -102,11 +104,11 @@ def test_a_server_that_trickles_is_given_up_on(
     result = invoke("import", f"{serve(trickle)}/slow.jsonl")
     assert result.exit_code == 2
     assert "arriving too slowly" in result.stderr
-    assert stored(db_path) == 0
+    assert stored(db_url) == 0
 
 
 def test_a_body_that_never_ends_is_cut_off_and_nothing_is_stored(
-    invoke: Any, db_path: Path, serve: Callable[[Handler], str], monkeypatch: pytest.MonkeyPatch
+    invoke: Any, db_url: str, serve: Callable[[Handler], str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr("kb.ingest.http.MAX_BODY_BYTES", 200_000)
     template = corpus_records(1)[0]
@@ -120,11 +122,11 @@ def test_a_body_that_never_ends_is_cut_off_and_nothing_is_stored(
     result = invoke("import", f"{serve(endless)}/endless.jsonl")
     assert result.exit_code == 2
     assert "longer than the 200,000 bytes allowed" in result.stderr
-    assert stored(db_path) == 0
+    assert stored(db_url) == 0
 
 
 def test_a_body_cut_short_is_refused(
-    invoke: Any, db_path: Path, serve: Callable[[Handler], str]
+    invoke: Any, db_url: str, serve: Callable[[Handler], str]
 ) -> None:
     body = records_jsonl(6)
 
@@ -137,22 +139,22 @@ def test_a_body_cut_short_is_refused(
     result = invoke("import", f"{serve(cut)}/cut.jsonl")
     assert result.exit_code == 2
     assert "cut short" in result.stderr or "broke off" in result.stderr
-    assert stored(db_path) == 0
+    assert stored(db_url) == 0
 
 
 def test_a_manifest_entry_without_a_checksum_is_imported_with_a_warning(
-    invoke: Any, db_path: Path, tmp_path: Path
+    invoke: Any, db_url: str, tmp_path: Path
 ) -> None:
     (tmp_path / "r.jsonl").write_bytes(records_jsonl())
     (tmp_path / "manifest.json").write_text(json.dumps({"files": [{"path": "r.jsonl"}]}))
     result = invoke("import", str(tmp_path / "manifest.json"))
     assert result.exit_code == 0
     assert "r.jsonl: the manifest gives no sha256; read without a check" in result.stderr
-    assert stored(db_path) == 3
+    assert stored(db_url) == 3
 
 
 def test_a_manifest_with_a_checksum_that_is_not_one_is_refused(
-    invoke: Any, db_path: Path, tmp_path: Path
+    invoke: Any, db_url: str, tmp_path: Path
 ) -> None:
     (tmp_path / "r.jsonl").write_bytes(records_jsonl())
     for bad in (12345, "", "xyz"):
@@ -161,10 +163,10 @@ def test_a_manifest_with_a_checksum_that_is_not_one_is_refused(
         result = invoke("import", str(tmp_path / "manifest.json"))
         assert result.exit_code == 2
         assert "sha256 must be 64 hex digits" in result.stderr
-    assert stored(db_path) == 0
+    assert stored(db_url) == 0
 
 
-def test_a_named_pipe_is_read_like_a_file(invoke: Any, db_path: Path, tmp_path: Path) -> None:
+def test_a_named_pipe_is_read_like_a_file(invoke: Any, db_url: str, tmp_path: Path) -> None:
     """`kb import <(zcat records.jsonl.gz)` hands kb a pipe such as /dev/fd/63."""
     import os
 
@@ -180,4 +182,4 @@ def test_a_named_pipe_is_read_like_a_file(invoke: Any, db_path: Path, tmp_path: 
     result = invoke("import", str(pipe))
     writer.join()
     assert result.exit_code == 0, result.stderr
-    assert stored(db_path) == 3
+    assert stored(db_url) == 3

@@ -47,6 +47,7 @@ def hostile_record() -> dict[str, Any]:
         ),
         solutions=[f"Open the </li></ol>{HOSTILE_SCRIPT} hatch", "Turn it \x1b[31moff\x1b[0m"],
         exampleFix=f"</code></pre>{HOSTILE_SCRIPT}",
+        triggerScenarios="Opening \u202egpj.exe (a bidi override) or \u009b31m (an 8-bit CSI).",
         githubUrl='https://github.com/zz/gearbox/blob/main/g.py#"><script>x</script>',
         filePath="zzgear/gearbox.py",
         lineNumber=160,
@@ -120,10 +121,17 @@ def make_knowledge_base(folder: Path, env: dict[str, str]) -> Path:
     return db
 
 
-def start_server(db: Path, env: dict[str, str], *args: str, timeout: float = 60) -> LiveServer:
-    """`kb serve` on a free port; returns once /healthz answers (or fails with its output)."""
+def start_server(
+    db: Path | str,
+    env: dict[str, str],
+    *args: str,
+    timeout: float = 60,
+    log_dir: Path | None = None,
+) -> LiveServer:
+    """`kb serve` on a free port; returns once /healthz answers (or fails with its output).
+    `db` is a SQLite file or a database URL (then `log_dir` says where the log goes)."""
     port = free_port()
-    log = db.parent / f"serve-{port}.log"
+    log = (log_dir or Path(db).parent) / f"serve-{port}.log"
     token = next((args[i + 1] for i, a in enumerate(args) if a == "--token"), None)
     with open(log, "wb") as out:
         process = subprocess.Popen(
@@ -132,7 +140,7 @@ def start_server(db: Path, env: dict[str, str], *args: str, timeout: float = 60)
             stdout=out,
             stderr=subprocess.STDOUT,
         )
-    server = LiveServer(f"http://127.0.0.1:{port}", process, log, db, env)
+    server = LiveServer(f"http://127.0.0.1:{port}", process, log, Path(db), env)
     deadline = time.monotonic() + timeout
     with server.client(token) as client:
         while time.monotonic() < deadline:

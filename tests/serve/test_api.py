@@ -65,6 +65,16 @@ def test_hostile_record_text_comes_back_as_data_in_json(server: LiveServer) -> N
     assert "<script>" in found["matches"][0]["record"]["documentation"]
 
 
+def test_bidi_and_8_bit_controls_are_escaped_in_api_json_and_the_data_stays_exact(
+    server: LiveServer,
+) -> None:
+    with server.client() as client:
+        raw = client.get(f"/api/records/{HOSTILE_ID}").content.decode("utf-8")
+    assert "\u202e" not in raw and "\u009b" not in raw
+    assert "\\u202e" in raw and "\\u009b" in raw
+    assert json.loads(raw)["record"]["triggerScenarios"].startswith("Opening \u202egpj.exe")
+
+
 @pytest.mark.parametrize(
     ("body", "content_type", "status", "code"),
     [

@@ -1,0 +1,319 @@
+"""The matcher cache is derived data: a cache folder kb cannot write (no home folder, a file in
+its way, a full disk) still lets `kb match` work; a damaged cache is noticed, removed and
+rebuilt, never trusted and never left for a person to delete; it reaches the disk before it
+takes its name; one process builds it while the others wait and load it; a killed build's
+leftovers go with the next build. (Issue 13, defects 7 and 14.)"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kb.config import cache_dir_for
+from kb.matcher import CACHE_FILE
+from tests.conftest import SEED, corpus_records, seed_record
+from tests.reliability.test_exit_codes import wait_until_open
+
+SEED_LINE = (
+    "ValueError: Unknown KV cache group kind 'ful_attention' in backend_per_kind. "
+    "Valid kinds are: full_attention, sliding_window."
+)
+SEED_ID = "46a1fcb95e0d367e"
+
+
+def cache_file(db_path: Path) -> Path:
+    return cache_dir_for(f"sqlite:///{db_path.resolve()}") / CACHE_FILE
+
+
+def matched_ids(result: Any) -> list[str]:
+    return [m["id"] for m in json.loads(result.stdout)["matches"]]
+
+
+@pytest.fixture
+def seeded(invoke: Any, db_path: Path) -> Any:
+    result = invoke("import", str(SEED))
+    assert result.exit_code == 0, result.output
+    assert cache_file(db_path).is_file()
+    return invoke
+
+
+# ----------------------------------------------------------------------------- no cache folder
+
+
+def test_match_works_when_the_cache_folder_cannot_be_made(
+    invoke: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file where the cache folder should be: the import says so and stores its records,
+    and each match builds the index for itself."""
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocker))
+    imported = invoke("import", str(SEED))
+    assert imported.exit_code == 0, imported.stderr
+    assert "note: cannot write the matcher cache in " in imported.stderr
+    for _ in range(2):
+        result = invoke("match", "--json", input=SEED_LINE)
+        assert result.exit_code == 0, result.stderr
+        assert matched_ids(result) == [SEED_ID]
+        assert "the index is built for this run alone" in result.stderr
+
+
+def test_match_works_when_the_cache_disk_is_full(
+    seeded: Any, db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import kb.matcher.build as build
+
+    cache_file(db_path).unlink()
+    with sqlite3.connect(db_path) as conn:  # nor a copy in the database to fetch: a build
+        conn.execute("DELETE FROM matcher_index")
+    real_write = build.write_index
+    cache_dir = cache_file(db_path).parent
+
+    def full(sources: Any, where: Path, *args: Any, **kwargs: Any) -> None:
+        if Path(where) == cache_dir:
+            raise sqlite3.OperationalError("database or disk is full")
+        real_write(sources, where, *args, **kwargs)
+
+    monkeypatch.setattr(build, "write_index", full)
+    result = seeded("match", "--json", input=SEED_LINE)
+    assert result.exit_code == 0, result.stderr
+    assert matched_ids(result) == [SEED_ID]
+    assert "(database or disk is full); the index is built for this run alone" in result.stderr
+
+
+def no_home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """HOME unset and no passwd entry: where ~ cannot be expanded."""
+    import pwd
+    import tempfile
+
+    for name in ("HOME", "XDG_CACHE_HOME", "XDG_DATA_HOME"):
+        monkeypatch.delenv(name, raising=False)
+
+    def unknown(uid: int) -> Any:
+        raise KeyError(uid)
+
+    monkeypatch.setattr(pwd, "getpwuid", unknown)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+
+
+def test_match_works_without_a_home_folder(
+    invoke: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    no_home(monkeypatch, tmp_path)
+    assert invoke("import", str(SEED)).exit_code == 0
+    result = invoke("match", "--json", input=SEED_LINE)
+    assert result.exit_code == 0, result.stderr
+    assert matched_ids(result) == [SEED_ID]
+    private = tmp_path / f"kb-cache-{os.getuid()}"
+    assert list(private.glob(f"*/{CACHE_FILE}"))  # the cache went to a private temp folder
+    assert private.stat().st_mode & 0o077 == 0
+
+
+def test_without_a_home_folder_the_default_database_is_a_clear_error(
+    runner: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kb.cli import cli
+
+    no_home(monkeypatch, tmp_path)
+    result = runner.invoke(cli, ["stats"])
+    assert result.exit_code == 3
+    assert result.stderr.splitlines() == [
+        "Error: there is no home folder to keep the knowledge base in (HOME is not set)",
+        "Name the database with --db PATH or KB_DATABASE_URL.",
+    ]
+
+
+def test_a_cache_folder_planted_by_someone_else_is_not_used(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kb.config import user_cache_root
+
+    no_home(monkeypatch, tmp_path)
+    planted = tmp_path / f"kb-cache-{os.getuid()}"
+    planted.mkdir(mode=0o777)
+    planted.chmod(0o777)  # anyone could have put a cache in it
+    root = user_cache_root()
+    assert root != planted and root.parent == tmp_path
+    assert root.stat().st_mode & 0o077 == 0
+
+
+# ----------------------------------------------------------------------------- damaged caches
+
+
+def damage_tables(path: Path, tables: tuple[str, ...] = ("keys", "patterns", "records")) -> None:
+    """Random bytes over the root pages of the tables a match reads lazily: the header, the
+    meta table and the prefilter's databases stay intact, so the cache opens as current."""
+    with sqlite3.connect(path) as conn:
+        roots = dict(conn.execute("SELECT name, rootpage FROM sqlite_master WHERE type='table'"))
+        page_size = conn.execute("PRAGMA page_size").fetchone()[0]
+    conn.close()
+    with open(path, "r+b") as fh:
+        for table in tables:
+            fh.seek((roots[table] - 1) * page_size)
+            fh.write(os.urandom(page_size))
+
+
+@pytest.mark.parametrize("source", ["stdin", "file"])
+def test_a_cache_damaged_past_its_header_is_removed_and_rebuilt(
+    seeded: Any, db_path: Path, tmp_path: Path, source: str
+) -> None:
+    damage_tables(cache_file(db_path))
+    log = tmp_path / "app.log"
+    log.write_text(SEED_LINE + "\n")
+    args = ["match", "--json"] + ([str(log)] if source == "file" else [])
+    result = seeded(*args, input=SEED_LINE + "\n")
+    assert result.exit_code == 0, result.stderr
+    assert matched_ids(result) == [SEED_ID]
+    assert "is damaged" in result.stderr and "rebuilding it" in result.stderr
+    again = seeded(*args, input=SEED_LINE + "\n")  # the new cache is whole
+    assert again.exit_code == 0 and again.stderr == ""
+    assert matched_ids(again) == [SEED_ID]
+
+
+def test_the_library_rebuilds_a_damaged_cache_and_matches_a_stream_again(db_path: Path) -> None:
+    import io
+
+    from kb import KnowledgeBase
+
+    with KnowledgeBase(str(db_path)) as kb:
+        kb.import_sources([str(SEED)])
+        kb.build_matcher()
+        damage_tables(cache_file(db_path))
+        kb._index = None  # as a new process would: load the cache from the file
+        report = kb.match(io.BytesIO(SEED_LINE.encode()))
+        assert [m.id for m in report.matches] == [SEED_ID]
+
+
+def test_a_damaged_cache_beyond_the_replay_limit_is_removed_and_named(
+    seeded: Any, db_path: Path, tmp_path: Path
+) -> None:
+    """A paste through a pipe longer than what is kept for a second reading cannot be matched
+    again: the damaged cache is removed all the same, and the message says to run it again."""
+    damage_tables(cache_file(db_path))
+    limit = "import kb.matcher.replay as r; r.REPLAY_BYTES = 10; from kb.cli import main; main()"
+    run = subprocess.run(
+        [sys.executable, "-c", limit, "--db", str(db_path), "match", "-"],
+        input=SEED_LINE + "\n",
+        capture_output=True,
+        text=True,
+    )
+    assert run.returncode == 3, run.stderr
+    assert "is damaged" in run.stderr and "Run the command again" in run.stderr
+    assert "Traceback" not in run.stderr
+    assert seeded("match", input=SEED_LINE + "\n").exit_code == 0
+
+
+DAMAGE: dict[str, Callable[[Path], None]] = {
+    "truncated": lambda path: os.truncate(path, path.stat().st_size // 2),
+    "random": lambda path: path.write_bytes(os.urandom(path.stat().st_size)),
+    "empty": lambda path: path.write_bytes(b""),
+    "all tables": lambda path: damage_tables(
+        path, ("shards", "keys", "patterns", "records", "files", "codes", "fuzzy")
+    ),
+}
+
+
+@pytest.mark.parametrize("damage", sorted(DAMAGE))
+def test_a_truncated_random_or_empty_cache_is_never_trusted(
+    seeded: Any, db_path: Path, damage: str
+) -> None:
+    DAMAGE[damage](cache_file(db_path))
+    result = seeded("match", "--json", input=SEED_LINE + "\n")
+    assert result.exit_code == 0, result.stderr
+    assert matched_ids(result) == [SEED_ID]
+
+
+def test_the_cache_reaches_the_disk_before_it_takes_its_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Written with SQLite's syncs off: a power cut after an unsynced rename could leave the
+    name on a file whose pages never reached the disk."""
+    import kb.matcher.build as build
+    from kb.matcher import sources_from_records
+
+    events: list[tuple[str, str]] = []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd: int) -> None:
+        events.append(("fsync", os.readlink(f"/proc/self/fd/{fd}")))
+        real_fsync(fd)
+
+    def replace(src: Any, dst: Any) -> None:
+        events.append(("replace", str(src)))
+        real_replace(src, dst)
+
+    monkeypatch.setattr(build.os, "fsync", fsync)
+    monkeypatch.setattr(build.os, "replace", replace)
+    build.write_index(sources_from_records(corpus_records(3)), tmp_path, "r1")
+    kinds = [kind for kind, _ in events]
+    assert kinds == ["fsync", "replace", "fsync"]
+    assert events[0][1] == events[1][1]  # the temporary file itself, before its rename
+    assert events[2][1] == str(tmp_path)  # then the folder, so the rename itself is kept
+
+
+# ----------------------------------------------------------------------------- one builder
+
+
+def test_a_killed_builds_leftover_goes_with_the_next_build(seeded: Any, db_path: Path) -> None:
+    leftover = cache_file(db_path).parent / ".matcher-killed.tmp"
+    leftover.write_bytes(b"half a cache")  # as young as a running build's
+    cache_file(db_path).unlink()
+    with sqlite3.connect(db_path) as conn:  # nor a copy in the database to fetch: a build
+        conn.execute("DELETE FROM matcher_index")
+    assert seeded("match", input=SEED_LINE).exit_code == 0
+    assert not leftover.exists()
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="flock")
+def test_matches_during_a_build_wait_for_it_and_build_nothing(tmp_path: Path) -> None:
+    """Holding the build lock as an importer building the index does, while three matches
+    start on a revision without a cache: they wait, and then load what the builder wrote."""
+    import fcntl
+
+    from kb import KnowledgeBase
+    from kb.matcher import write_index
+    from kb.matcher.build import sources_from_records
+
+    db = tmp_path / "kb.sqlite3"
+    with KnowledgeBase(str(db)) as kb:
+        kb.import_sources([str(SEED)])  # a new revision, and no cache for it
+        revision = kb.revision()
+        cache_dir = kb.cache_dir()
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ, KB_DATABASE_URL=str(db))
+    with open(cache_dir / "matcher.lock", "a+") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        log = tmp_path / "app.log"
+        log.write_text(SEED_LINE + "\n")
+        matches = [
+            subprocess.Popen(
+                [sys.executable, "-m", "kb", "match", "--json", str(log)],
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for _ in range(3)
+        ]
+        for process in matches:
+            wait_until_open(process, "matcher.lock")
+        time.sleep(0.5)
+        assert [p.poll() for p in matches] == [None] * 3, "a match did not wait for the build"
+        assert not (cache_dir / CACHE_FILE).exists()
+        write_index(sources_from_records([seed_record()]), cache_dir, revision)
+        built = (cache_dir / CACHE_FILE).stat().st_ino
+    for process in matches:
+        stdout, stderr = process.communicate(timeout=60)
+        assert process.returncode == 0, stderr
+        assert [m["id"] for m in json.loads(stdout)["matches"]] == [SEED_ID]
+        assert "another kb is building the matcher index; waiting for it" in stderr
+    assert (cache_dir / CACHE_FILE).stat().st_ino == built  # loaded, not rebuilt

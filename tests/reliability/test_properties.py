@@ -1,0 +1,229 @@
+"""Properties over generated input (hypothesis), bounded so CI runs them in seconds: any valid
+record imported and then exported comes back unchanged; any bytes at all, as an import file,
+end in a documented exit code and never a traceback; the streaming JSON reader, fed a
+little at a time, reads exactly what `json` reads and fails only with InputError. (Issue 13.)"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import itertools
+import json
+from pathlib import Path
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+# Bounded: a fixed number of examples, no example database written into the checkout.
+BOUNDED = settings(
+    max_examples=60,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+FUZZ = settings(BOUNDED, max_examples=200)
+
+# Any text a record may hold: every character but the lone surrogates (rejected on purpose,
+# test_bad_records.py), controls, NUL, bidi and astral characters included.
+TEXT = st.text(st.characters(exclude_categories=("Cs",)), min_size=1, max_size=40)
+SLUG = st.from_regex(r"\A[a-z0-9](?:[a-z0-9-]{0,10}[a-z0-9])?\Z")
+TAG = st.from_regex(r"\A[a-z][a-z0-9]{0,5}(-[a-z0-9]{1,5}){0,2}\Z")
+NAME = st.from_regex(r"\A[A-Za-z0-9_.-]{1,12}\Z").filter(lambda s: s not in (".", ".."))
+LINE = st.none() | st.integers(1, 2**31 - 1)
+JSON_SCALARS = (
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**63), 2**63 - 1)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(st.characters(exclude_categories=("Cs",)), max_size=20)
+)
+JSON_VALUES = st.recursive(
+    JSON_SCALARS,
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(st.text(st.characters(exclude_categories=("Cs",)), max_size=8), inner)
+    ),
+    max_leaves=12,
+)
+RESERVED = {"record", "errors", "files", "datasetVersion"}  # what makes a value not a record
+
+
+@st.composite
+def records(draw: Any) -> dict[str, Any]:
+    """A record upstream's schema (and kb's leniencies) accept, unknown fields included."""
+    start = draw(LINE)
+    line = draw(LINE if start is None else st.integers(start, 2**31 - 1))
+    end = draw(LINE if start is None else st.integers(start, 2**31 - 1))
+    record = {
+        "repo": f"{draw(NAME)}/{draw(NAME)}",
+        "slug": draw(SLUG),
+        "errorCode": draw(st.none() | TEXT),
+        "errorMessage": draw(TEXT),
+        "messagePattern": draw(TEXT),
+        "errorType": draw(
+            st.sampled_from(["exception", "error_code", "console", "http", "validation", "panic"])
+        ),
+        "errorClass": draw(st.none() | TEXT),
+        "httpStatus": draw(st.none() | st.integers(100, 599)),
+        "severity": draw(st.sampled_from(["critical", "error", "warning", "info"])),
+        "filePath": draw(TEXT),
+        "lineNumber": line,
+        "sourceCode": draw(st.none() | st.lists(TEXT, max_size=5).map("\n".join)),
+        "sourceCodeStart": start,
+        "sourceCodeEnd": end,
+        "githubUrl": "https://github.com/" + draw(st.from_regex(r"\A[a-z0-9/#.-]{0,30}\Z")),
+        "documentation": draw(TEXT),
+        "triggerScenarios": draw(TEXT),
+        "commonSituations": draw(TEXT),
+        "solutions": draw(st.lists(TEXT, max_size=4)),
+        "exampleFix": draw(st.none() | st.text(max_size=40).filter(_no_surrogate)),
+        "handlingStrategy": draw(
+            st.none()
+            | st.sampled_from(["try-catch", "type-guard", "validation", "retry", "fallback"])
+        ),
+        "validationCode": draw(st.none() | TEXT),
+        "typeGuard": draw(st.none() | TEXT),
+        "tryCatchPattern": draw(st.none() | TEXT),
+        "preventionTips": draw(st.lists(TEXT, max_size=3)),
+        "tags": draw(st.lists(TAG, max_size=4)),
+        "backgroundTag": draw(st.none() | TAG),
+        "analyzedSha": draw(TEXT),
+        "analyzedAt": draw(
+            st.from_regex(
+                r"\A20[0-9]{2}-(0[1-9]|1[0-2])-([01][1-9]|2[0-8])T[01][0-9]:[0-5][0-9]:[0-5][0-9](\.[0-9]{1,6})?Z\Z"
+            )
+        ),
+        "schemaVersion": 2,
+    }
+    unknown = draw(
+        st.dictionaries(
+            st.text(st.characters(exclude_categories=("Cs",)), min_size=1, max_size=10).filter(
+                lambda key: key not in record and key not in RESERVED and key != "id"
+            ),
+            JSON_VALUES,
+            max_size=3,
+        )
+    )
+    return {**record, **unknown}
+
+
+def _no_surrogate(text: str) -> bool:
+    return not any("\ud800" <= c <= "\udfff" for c in text)
+
+
+def test_any_valid_record_imported_then_exported_is_unchanged(tmp_path: Path) -> None:
+    from kb import KnowledgeBase
+
+    ids = itertools.count(1)
+    with KnowledgeBase(str(tmp_path / "kb.sqlite3")) as kb:
+
+        @settings(BOUNDED, max_examples=40)
+        @given(st.lists(records(), min_size=1, max_size=3))
+        def round_trip(batch: list[dict[str, Any]]) -> None:
+            batch = [{"id": f"{next(ids):016x}", **record} for record in batch]
+            path = tmp_path / "batch.jsonl"
+            path.write_text("".join(json.dumps(r) + "\n" for r in batch), encoding="utf-8")
+            report = kb.import_sources([str(path)])
+            assert report.errors == [], report.errors
+            stored = kb.get_many([r["id"] for r in batch])
+            exported = {r["id"]: r for r in map(json.loads, _exported(kb))}
+            for record in batch:
+                assert stored[record["id"]] == record
+                assert exported[record["id"]] == record
+
+        round_trip()
+
+
+def _exported(kb: Any) -> list[str]:
+    import io
+
+    out = io.StringIO()
+    kb.export(out)
+    return out.getvalue().splitlines()
+
+
+def _run_import(invoke: Any, path: Path) -> None:
+    result = invoke("import", str(path), "--json")
+    assert result.exit_code in (0, 1, 2), result.stderr
+    assert "Traceback" not in result.stderr
+    if result.exit_code != 2:
+        json.loads(result.stdout)  # the summary is whole JSON
+
+
+@FUZZ
+@given(st.binary(max_size=2048), st.booleans())
+def test_any_bytes_as_an_import_file_end_in_a_documented_exit_code(
+    invoke: Any, tmp_path: Path, data: bytes, gzipped: bool
+) -> None:
+    path = tmp_path / "fuzz.json"
+    path.write_bytes(gzip.compress(data) if gzipped else data)
+    _run_import(invoke, path)
+
+
+JSONISH = st.text(alphabet='[]{}",:\\ \n\t0123456789.eE+-truefalsn\u00e9\ud83d', max_size=200)
+
+
+@FUZZ
+@given(JSONISH)
+def test_any_json_like_text_as_an_import_file_ends_in_a_documented_exit_code(
+    invoke: Any, tmp_path: Path, text: str
+) -> None:
+    path = tmp_path / "fuzz.json"
+    path.write_bytes(text.encode("utf-8", "surrogatepass"))
+    _run_import(invoke, path)
+
+
+@settings(FUZZ, max_examples=100)
+@given(st.data())
+def test_a_valid_file_with_a_few_bytes_changed_ends_in_a_documented_exit_code(
+    invoke: Any, tmp_path: Path, data: Any
+) -> None:
+    from tests.conftest import RECORDS40
+
+    original = bytearray(RECORDS40.read_bytes()[:6000])
+    if data.draw(st.booleans()):  # the array layout too
+        lines = [json.loads(line) for line in original.decode().splitlines()[:-1]]
+        original = bytearray(json.dumps(lines).encode())
+    for _ in range(data.draw(st.integers(1, 8))):
+        at = data.draw(st.integers(0, len(original) - 1))
+        original[at] = data.draw(st.sampled_from(b'[]{}",:\\\x00\xff0 \n'))
+    cut = data.draw(st.integers(1, len(original)))
+    path = tmp_path / "mutated.json"
+    path.write_bytes(bytes(original[:cut]))
+    _run_import(invoke, path)
+
+
+class Trickle:
+    """Text handed out `step` characters at a time, whatever is asked for."""
+
+    def __init__(self, text: str, step: int) -> None:
+        self.text, self.step, self.at = text, step, 0
+
+    def read(self, size: int = -1, /) -> str:
+        chunk = self.text[self.at : self.at + self.step]
+        self.at += len(chunk)
+        return chunk
+
+
+@settings(FUZZ, max_examples=100)
+@given(st.lists(st.dictionaries(st.text(max_size=5), JSON_VALUES, max_size=4)), st.integers(1, 9))
+def test_the_streaming_reader_reads_what_json_reads_at_every_chunk_boundary(
+    elements: list[dict[str, Any]], step: int
+) -> None:
+    from kb.ingest.reading import ArrayElement, JsonStream
+
+    text = json.dumps(elements, indent=step % 3 or None)
+    events = list(JsonStream(Trickle(text, step), "t.json").events())
+    assert all(isinstance(e, ArrayElement) for e in events)
+    assert [e.value for e in events] == json.loads(text)  # type: ignore[union-attr]
+
+
+@FUZZ
+@given(JSONISH.filter(_no_surrogate), st.integers(1, 9))
+def test_the_streaming_reader_fails_only_with_input_error(text: str, step: int) -> None:
+    from kb.errors import InputError
+    from kb.ingest.reading import JsonStream
+
+    with contextlib.suppress(InputError):
+        list(JsonStream(Trickle(text, step), "t.json").events())
