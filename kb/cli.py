@@ -413,7 +413,7 @@ def match(
 
     if as_json:
         fmt = "json"
-    index, fetch = _open_matching(ctx)
+    index, fetch, related = _open_matching(ctx)
     # A one-shot process: what is loaded by now lives until exit, and a big log makes tens of
     # thousands of short-lived containers: collecting less often (big.log at 150k records:
     # 20 ms in 49 collections -> 8 ms in 28).
@@ -446,6 +446,8 @@ def match(
                 report, fetch = _matched(ctx, index, fetch, stream, top, threshold)
         except OSError as exc:
             raise InputError(f"{source}: cannot read: {exc.strerror}") from exc
+    if not (ids_only or brief or fmt == "github"):
+        report.add_suggestions(related)  # for the lines no record explains, a few searches
     if not report.stats.get("records"):
         click.echo(
             "The knowledge base is empty: import a dataset first (kb import PATH).", err=True
@@ -501,9 +503,12 @@ def _matched(
         return kb.matcher().match(again, top=top, min_score=threshold), kb.get_many
 
 
-def _open_matching(ctx: click.Context) -> tuple[Any, Callable[[list[str]], dict[str, Any]]]:
-    """The matcher index and a record fetcher: the quick stdlib path when the database allows,
-    else the full path (which checks the schema, exit 3 if old, and builds the cache)."""
+def _open_matching(
+    ctx: click.Context,
+) -> tuple[Any, Callable[[list[str]], dict[str, Any]], Callable[[str, int], list[dict[str, Any]]]]:
+    """The matcher index, a record fetcher and the search for unmatched lines' suggestions:
+    the quick stdlib path when the database allows, else the full path (which checks the
+    schema, exit 3 if old, and builds the cache)."""
     from kb.config import resolve_database_url
     from kb.quick import open_for_matching
 
@@ -511,7 +516,7 @@ def _open_matching(ctx: click.Context) -> tuple[Any, Callable[[list[str]], dict[
     opened = open_for_matching(resolve_database_url(ctx.obj.get("db")), status)
     if opened is None:
         kb = open_kb(ctx)
-        opened = kb.matcher(status=status), kb.get_many
+        opened = kb.matcher(status=status), kb.get_many, kb.related
     return opened
 
 
@@ -549,7 +554,7 @@ def run(ctx: click.Context, command: tuple[str, ...], min_score: float | None) -
         ctx.exit(finished.status)
     if finished.status == 0:
         ctx.exit(0)
-    index, fetch = _open_matching(ctx)
+    index, fetch, _related = _open_matching(ctx)
     report = index.match(finished.output, min_score=min_score)
     status = f"exited with status {finished.status}"
     if not report.matches:

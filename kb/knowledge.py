@@ -265,12 +265,14 @@ class KnowledgeBase:
         *,
         top: int = 3,
         min_score: float | None = None,
+        suggest: bool = True,
     ) -> MatchReport:
         """Every known error in a log, best first. `log` is the log itself as a `str` (never a
         file name) or `bytes`, an open stream, or a path-like (`pathlib.Path`) naming a file
-        to read. Each match carries its record (`match.record`), fetched on first use. A
-        matcher cache found damaged on the way is rebuilt and the log matched again (a stream
-        is kept for that up to kb.matcher.replay.REPLAY_BYTES)."""
+        to read. Each match carries its record (`match.record`), fetched on first use. The
+        lines no record explains are in `report.unmatched`, with `kb search` suggestions
+        unless `suggest` is False. A matcher cache found damaged on the way is rebuilt and the
+        log matched again (a stream is kept for that up to kb.matcher.replay.REPLAY_BYTES)."""
         from kb.matcher.cache import CacheDamaged
         from kb.matcher.rank import RecordSource
         from kb.matcher.replay import Replayable
@@ -286,10 +288,22 @@ class KnowledgeBase:
         source = RecordSource((m.id for m in report.matches), self.get_many)
         for found in report.matches:
             found.source = source
+        if suggest:
+            report.add_suggestions(self.related)
         return report
+
+    def related(self, words: str, limit: int = 3) -> list[dict[str, Any]]:
+        """Records that share a log line's words (`kb search --json`'s result keys): what
+        `match` suggests for a line no record explains."""
+        from kb.search import Searcher
+
+        with self._connect() as conn:
+            searcher = Searcher(SqlAlchemyRunner(conn))
+            return [hit.as_dict() for hit in searcher.related(words, limit)]
 
     def _pattern_sources(self) -> Iterator[PatternSource]:
         from kb.matcher import PatternSource
+        from kb.matcher.build import raising_function
 
         columns = [
             RECORDS.c.id,
@@ -300,6 +314,9 @@ class KnowledgeBase:
             RECORDS.c.error_code,
             RECORDS.c.file_path,
             RECORDS.c.line_number,
+            RECORDS.c.source_code,
+            RECORDS.c.source_code_start,
+            RECORDS.c.documentation,
         ]
         with self._connect() as conn:
             result = conn.execution_options(yield_per=2000).execute(
@@ -315,6 +332,13 @@ class KnowledgeBase:
                     error_code=row.error_code,
                     file_path=row.file_path or "",
                     line_number=row.line_number,
+                    function=raising_function(
+                        file_path=row.file_path or "",
+                        line_number=row.line_number,
+                        source_code=row.source_code,
+                        source_start=row.source_code_start,
+                        documentation=row.documentation,
+                    ),
                 )
 
     def get_many(self, ids: Iterable[str]) -> dict[str, dict[str, Any]]:

@@ -26,9 +26,12 @@ __all__ = [
     "Frame",
     "LineBlock",
     "blocks",
+    "cut_message",
     "exception_of",
     "level_of",
     "parse_frame",
+    "raised_line",
+    "repr_exception",
     "split_lines",
     "starts_record",
     "strip_ansi",
@@ -98,6 +101,20 @@ EXCEPTION_RE = re.compile(
     r"(?:^|(?<=[\s:(\[`'\"*>|]))((?:[A-Za-z_]\w*\.)*"
     r"(?:[A-Z]\w*)?(?:Error|Exception|Warning|Exit|Interrupt|Fault|Failure|Failed|Invalid|Missing"
     r"|NotFound|Denied|Timeout|Iteration|Configured|Panic))(?::(?: |$)|$)"
+)
+
+# The line under a Python traceback's frames is its exception, whatever the class is called
+# ("sympy.polys.polyerrors.NotAlgebraic: ...", "SkipTest: ..."): a name, a colon, the message.
+RAISED_LINE_RE = re.compile(r"((?:[A-Za-z_]\w*\.)*[A-Z]\w*)(?::\s*|\s*$)")
+# An exception shown as its repr inside a line: `raised unexpected: ValueError('...')`,
+# `exc=CommandError("...")`, `errors=[NotAlgebraic('...')]` (celery, structlog, tenacity).
+REPR_EXCEPTION_RE = re.compile(r"(?<![\w.])((?:[A-Za-z_]\w*\.)*[A-Z]\w*)\((['\"])")
+# A repr'd message is taken for an error's only when it has this many words at least: a
+# `Path('/tmp/x')` or `Timestamp('2026-03-14')` is a value, not an error.
+REPR_MIN_WORDS = 3
+# How a logger, a UI or a paste marks a message it cut short.
+CUT_MARK_RE = re.compile(
+    r"\s*(?:\.\.\.|…|\[\.\.\.\]|[\[(<](?:truncated|cut|snip)[^\])>]{0,20}[\])>])\s*$", re.I
 )
 
 _FRAME_RES: tuple[tuple[str, re.Pattern[str]], ...] = (
@@ -231,6 +248,64 @@ def exception_of(text: str) -> tuple[str, str] | None:
     if not m:
         return None
     return m.group(1), text[m.end() :].strip()
+
+
+def raised_line(text: str) -> tuple[str, str] | None:
+    """(class, message) of the line a traceback ends with, read as Python prints it (any class
+    name, not only those that look like one: exception_of's rule), or None."""
+    m = RAISED_LINE_RE.match(text)
+    if not m:
+        return exception_of(text)
+    return m.group(1), text[m.end() :].strip()
+
+
+def repr_exception(text: str) -> tuple[str, str] | None:
+    """(class, message) of an exception printed as its repr inside a line
+    ("... raised unexpected: ValueError('bad value')"), or None. A repr cut off before its
+    closing quote (a clipped log line) gives the message up to the cut."""
+    m = REPR_EXCEPTION_RE.search(text)
+    while m is not None:
+        quote = m.group(2)
+        start = m.end()
+        end = start
+        escaped = False
+        while end < len(text):
+            char = text[end]
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == quote:
+                break
+            end += 1
+        body = text[start:end]
+        message = body
+        if "\\" in body:
+            literal = quote + body + quote
+            value = None
+            if end < len(text):
+                import ast  # only for the rare escaped repr
+
+                try:
+                    value = ast.literal_eval(literal)
+                except (ValueError, SyntaxError, MemoryError, RecursionError):
+                    value = None
+            message = value if isinstance(value, str) else body.replace("\\" + quote, quote)
+        if len(message.split()) >= REPR_MIN_WORDS:
+            if end >= len(text):
+                message = message.rstrip() + "…"  # the line ends inside the repr: cut short
+            return m.group(1), message.strip()
+        m = REPR_EXCEPTION_RE.search(text, m.end())
+    return None
+
+
+def cut_message(message: str) -> tuple[str, bool]:
+    """A message without the mark a logger, UI or paste left where it cut it short ("...",
+    "…", "[truncated]"), and whether there was one."""
+    m = CUT_MARK_RE.search(message)
+    if m is None or m.start() == 0:
+        return message, False
+    return message[: m.start()], True
 
 
 def unrepr_message(message: str) -> str | None:

@@ -26,6 +26,8 @@ if TYPE_CHECKING:  # types only: the cold path must not import these modules' de
     from kb.shared_index import Status
 
 RecordFetcher = Callable[[Iterable[str]], dict[str, dict[str, Any]]]
+# words and a limit -> search results in `kb search --json`'s keys
+RelatedSearch = Callable[[str, int], list[dict[str, Any]]]
 
 
 # URLs the PostgreSQL quick path takes: psycopg's, which libpq reads as they are once the
@@ -120,16 +122,23 @@ class QuickReader:
         with self.reading():
             return records_by_id(self.runner, ids)
 
+    def related(self, words: str, limit: int) -> list[dict[str, Any]]:
+        """`kb search` hits for a log line no record explains (kb.search, loaded only now)."""
+        from kb.search import Searcher
+
+        return [hit.as_dict() for hit in Searcher(self.runner).related(words, limit)]
+
     def close(self) -> None:
         self.conn.close()
 
 
 def open_for_matching(
     url: str, status: Status | None = None
-) -> tuple[MatcherIndex, RecordFetcher] | None:
-    """The matcher index and a record fetcher for the database at `url`, or None when this
-    path cannot serve it (not a SQLite file at the newest schema, or no current cache here
-    nor in the file: another user's, or one whose cache folder was emptied)."""
+) -> tuple[MatcherIndex, RecordFetcher, RelatedSearch] | None:
+    """The matcher index, a record fetcher and the search for unmatched lines' suggestions for
+    the database at `url`, or None when this path cannot serve it (not a SQLite file at the
+    newest schema, or no current cache here nor in the file: another user's, or one whose
+    cache folder was emptied)."""
     from kb.matcher import CACHE_FILE, FORMAT_VERSION, load_index
 
     reader = QuickReader.open(url)
@@ -147,7 +156,7 @@ def open_for_matching(
     if index is None:
         reader.close()
         return None
-    return index, reader.get_many
+    return index, reader.get_many, reader.related
 
 
 def search(url: str, query: str | None, filters: Filters, limit: int) -> SearchResponse | None:

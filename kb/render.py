@@ -388,10 +388,66 @@ def match_summary(report: Any, source: str) -> str:
     noun = "error" if found == 1 else "errors"
     head = f"{found} known {noun}" if found else "No known error"
     lines, records = stats.get("lines", 0), stats.get("records", 0)
+    unknown = len(getattr(report, "unmatched", []))
+    tail = f"; {unknown} error line{'s' * (unknown != 1)} no record explains" if unknown else ""
     return (
         f"{head} in {safe(source, multiline=False)} ({lines:,} line{'s' * (lines != 1)} "
         f"against {records:,} record{'s' * (records != 1)}, {stats.get('elapsed_ms', 0):.0f} ms)"
+        + tail
     )
+
+
+UNMATCHED_HEADING: Final = "Not recognised (no record explains these lines)"
+
+
+def _unmatched_where(entry: Any) -> str:
+    where = f"line {entry.line}"
+    if entry.occurrences > 1:
+        where += f" (and {entry.occurrences - 1} more)"
+    return where
+
+
+def unmatched_text(report: Any, style: Style) -> list[str]:
+    """The error-looking lines no record explains, each with what `kb search` suggests."""
+    entries = list(getattr(report, "unmatched", []))
+    if not entries:
+        return []
+    out = ["", style.heading(UNMATCHED_HEADING)]
+    for entry in entries:
+        out += ["", f"  {_unmatched_where(entry)}: {_clip(entry.text)}"]
+        if entry.frame:
+            out.append("     " + style.dim(f"raised at {safe(entry.frame, multiline=False)}"))
+        for hit in entry.suggestions:
+            out.append(
+                f"     maybe {safe(hit['id'], multiline=False)} ({hit['score']:.2f}): "
+                + _clip(hit["errorMessage"], 100)
+            )
+        if entry.suggestions:
+            out.append("     " + style.dim(f"kb search {_clip(entry.query(), 80)!r}"))
+    return out
+
+
+def unmatched_markdown(report: Any) -> list[str]:
+    entries = list(getattr(report, "unmatched", []))
+    if not entries:
+        return []
+    out = [f"## {UNMATCHED_HEADING}", ""]
+    for entry in entries:
+        frame = f" (raised at `{_md_inline(entry.frame)}`)" if entry.frame else ""
+        out.append(f"- {_unmatched_where(entry).capitalize()}{frame}:")
+        out += ["", _indent(_md_fence(_clip(entry.text, 2000)), "  "), ""]
+        for hit in entry.suggestions:
+            out.append(
+                f"  - maybe `{_md_inline(hit['id'])}` ({hit['score']:.2f}): "
+                + _md_inline(_clip(hit["errorMessage"], 160))
+            )
+        if entry.suggestions:
+            out.append("")
+    return out
+
+
+def _indent(text: str, prefix: str) -> str:
+    return "\n".join(prefix + line if line else line for line in text.splitlines())
 
 
 def matches_text(report: Any, records: dict[str, dict[str, Any]], style: Style, source: str) -> str:
@@ -436,6 +492,7 @@ def matches_text(report: Any, records: dict[str, dict[str, Any]], style: Style, 
         if match.duplicates:
             out.append(f"   Same message elsewhere: {len(match.duplicates)} more record(s)")
         out.append("   " + style.dim(f"More: kb show {match.id}"))
+    out += unmatched_text(report, style)
     return "\n".join(out) + "\n"
 
 
@@ -459,6 +516,7 @@ def matches_markdown(report: Any, records: dict[str, dict[str, Any]], source: st
     lines = [f"# {_md_inline(match_summary(report, source))}", ""]
     for number, match in enumerate(report.in_log_order(), start=1):
         lines += [match_markdown(number, match, records.get(match.id, {"id": match.id})), ""]
+    lines += unmatched_markdown(report)
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -480,11 +538,13 @@ def match_markdown(number: int, match: Any, record: dict[str, Any]) -> str:
 
 
 def matches_json(report: Any, records: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """The `kb match --json` contract: matches best first, each with its whole record."""
+    """The `kb match --json` contract: matches best first, each with its whole record, and the
+    error-looking lines no record explains (always present, possibly empty)."""
     return {
         "matches": [
             {**match.to_dict(), "record": records.get(match.id)} for match in report.matches
         ],
+        "unmatched": [entry.to_dict() for entry in getattr(report, "unmatched", [])],
         "stats": report.stats,
     }
 

@@ -57,6 +57,19 @@ SUGGEST_CUTOFF: Final = 80  # rapidfuzz ratio a correction needs; lower suggests
 SUMMARY_CHARS: Final = 160
 RELAX_MAX_TERMS: Final = 8  # up to this many words a failed AND retries as "all but one"
 
+# Related records for a log line (kb match's suggestions for lines no record explains): its
+# longest words but these, at most RELATED_TERMS of them, all of them, else all but one, else
+# any one. Common words would rank every record alike (and cost the most to rank).
+RELATED_TERMS: Final = 6
+STOP_WORDS: Final = frozenset({
+    "the", "and", "for", "are", "was", "were", "not", "but", "with", "from", "that", "this",
+    "these", "those", "into", "onto", "has", "have", "had", "been", "being", "can", "could",
+    "should", "would", "will", "shall", "may", "might", "must", "does", "did", "doing", "done",
+    "than", "then", "there", "their", "they", "them", "its", "our", "your", "you", "any",
+    "all", "some", "such", "only", "also", "very", "more", "most", "other", "when", "what",
+    "which", "while", "who", "whom", "why", "how", "where", "here", "just", "got", "get",
+    "set", "use", "used", "using",
+})  # fmt: skip
 TERM_RE: Final = re.compile(r'"([^"]*)"?|(\S+)')
 WORD_RE: Final = re.compile(r"[^\W_]+", re.UNICODE)
 CONTROL_RE: Final = re.compile(r"[\x00-\x1f\x7f-\x9f]+")
@@ -251,6 +264,33 @@ class Searcher:
             [], 0, query, "none", suggestions=[" ".join(corrected)] if corrected != terms else []
         )
 
+    def related(self, text: str, limit: int = 3) -> list[SearchResult]:
+        """Records that share a log line's words, best first: what `kb match` suggests for a
+        line no record explains. Its longest uncommon words (RELATED_TERMS), all of them,
+        else all but one, else any one; no spelling correction (a log says what it says)."""
+        text = CONTROL_RE.sub(" ", text[:MAX_QUERY_CHARS])
+        words = [
+            word
+            for word in dict.fromkeys(w.lower() for w in WORD_RE.findall(text))
+            if len(word) > 2 and word not in STOP_WORDS and not word.isdigit()
+        ]
+        terms = sorted(words, key=len, reverse=True)[:RELATED_TERMS]
+        if not terms:
+            return []
+        for mode in ("all", "most", "any"):
+            if mode == "most" and len(terms) < 3:
+                continue
+            if self.fts:
+                # the message column only: a log line is a message, and the prose's common
+                # words cost the most to rank
+                expression = "{error_message} : (" + self._expression(terms, mode) + ")"
+                found = self._fts_expression(expression, Filters(), limit, mode)
+            else:
+                found = self._words(terms, Filters(), limit, mode)
+            if found.results:
+                return found.results
+        return []
+
     # ------------------------------------------------------------------ the ways to find
 
     def _filtered(self, filters: Filters, limit: int) -> SearchResponse:
@@ -303,9 +343,14 @@ class Searcher:
     def _fts(
         self, terms: Sequence[str], filters: Filters, limit: int, mode: str, method: str
     ) -> SearchResponse:
+        return self._fts_expression(self._expression(terms, mode), filters, limit, method)
+
+    def _fts_expression(
+        self, expression: str, filters: Filters, limit: int, method: str
+    ) -> SearchResponse:
         conditions, params = filters.sql()
         where = _where(["records_fts MATCH ?", *conditions])
-        params = [self._expression(terms, mode), *params]
+        params = [expression, *params]
         joined = "records_fts JOIN records r ON r.key = records_fts.rowid"
         (total,) = self.run(f"SELECT count(*) FROM {joined}{where}", params)[0]
         if not total:

@@ -54,6 +54,15 @@ def test_readme_names_every_key_that_kb_match_json_emits(invoke: Any) -> None:
     assert invoke("import", str(SEED)).exit_code == 0
     out = json.loads(invoke("match", "--json", input=LOG).stdout)
     keys = {*out, *out["stats"], *(key for match in out["matches"] for key in match)}
+    # a line no record explains, with its traceback's frame and its search suggestions
+    unknown = (
+        'Traceback (most recent call last):\n  File "/venv/site-packages/vllm/x.py", line 3\n'
+        "zzlib.errors.RotorError: the KV cache rotor jammed\n"
+    )
+    other = json.loads(invoke("match", "--json", input=unknown).stdout)
+    assert other["unmatched"]
+    for entry in other["unmatched"]:
+        keys |= {*entry, *(key for hit in entry["suggestions"] for key in hit)}
     section = README[README.index("### `kb match") : README.index("### `kb search")]
     assert [k for k in sorted(keys) if f"`{k}`" not in section and f'"{k}"' not in section] == []
 

@@ -214,3 +214,69 @@ def test_line_numbers_run_on_across_blocks() -> None:
     ]
     assert len(numbered) == 5000
     assert all(line == f"line {n}" for n, line in numbered)
+
+
+@pytest.mark.parametrize(
+    ("line", "exception"),
+    [
+        (
+            "Task shop.tasks.nightly[3ec5] raised unexpected: "
+            "ValueError(\"'labels' should contains at least one label.\")",
+            ("ValueError", "'labels' should contains at least one label."),
+        ),
+        (
+            "job_failed exc=CommandError('Unable to find a locale path for file config.json')",
+            ("CommandError", "Unable to find a locale path for file config.json"),
+        ),
+        (
+            "errors=[ImportError('pyglet is required.\\n visit http://www.pyglet.org/')]",
+            ("ImportError", "pyglet is required.\n visit http://www.pyglet.org/"),
+        ),
+        # cut off inside the repr by a clipped log line: the message is marked as cut
+        ('errors=[ValueError("Model sets swiglu_limit=8, but the explicitly', None),
+        ("saved to Path('/tmp/report.csv')", None),  # a value, not an error
+        ("started at Timestamp('2026-03-14 08:00:00')", None),
+    ],
+)
+def test_an_exception_shown_as_its_repr_is_read_as_class_and_message(
+    line: str, exception: tuple[str, str] | None
+) -> None:
+    from kb.logtext import repr_exception
+
+    found = repr_exception(line)
+    if exception is None and "swiglu" in line:
+        assert found == ("ValueError", "Model sets swiglu_limit=8, but the explicitly…")
+    else:
+        assert found == exception
+
+
+@pytest.mark.parametrize(
+    ("message", "cut"),
+    [
+        ("dropna must be unspecified with future_stack=True as the new…", True),
+        ("settings.DATABASES is improperly con...", True),
+        ("strict was provided as metric. Ward c [truncated]", True),
+        ("the build finished (truncated)", True),
+        ("Loading checkpoint shards: 100%", False),
+        ("...", False),  # nothing before the mark
+    ],
+)
+def test_a_mark_where_a_logger_or_a_paste_cut_a_message_is_taken_off(
+    message: str, cut: bool
+) -> None:
+    from kb.logtext import cut_message
+
+    stem, was_cut = cut_message(message)
+    assert was_cut is cut
+    assert stem == message if not cut else message.startswith(stem) and len(stem) < len(message)
+
+
+def test_the_line_under_a_traceback_is_its_exception_whatever_the_class_is_called() -> None:
+    from kb.logtext import raised_line
+
+    assert raised_line("sympy.polys.polyerrors.NotAlgebraic: 1 + x doesn't seem algebraic") == (
+        "sympy.polys.polyerrors.NotAlgebraic",
+        "1 + x doesn't seem algebraic",
+    )
+    assert raised_line("SkipTest") == ("SkipTest", "")
+    assert raised_line("job failed, retrying") is None

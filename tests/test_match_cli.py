@@ -58,7 +58,8 @@ def test_match_json_follows_the_contract(seeded: Any) -> None:
     result = seeded("match", "--json", input=LOG)
     assert result.exit_code == 0
     out = json.loads(result.stdout)
-    assert set(out) == {"matches", "stats"}
+    assert set(out) == {"matches", "unmatched", "stats"}
+    assert out["unmatched"] == []  # always there, empty when every error line is known
     (match,) = out["matches"]
     assert match["id"] == "46a1fcb95e0d367e" and match["method"] == "pattern"
     assert (match["line"], match["end_line"]) == (5, 5)
@@ -75,6 +76,35 @@ def test_nothing_found_exits_1_and_json_is_still_printed(seeded: Any) -> None:
     text = seeded("match", input=CLEAN)
     assert text.exit_code == 1
     assert text.stdout.startswith("No known error in the pasted text (2 lines")
+
+
+UNKNOWN = (
+    "2026-11-29T10:00:00Z INFO starting worker\n"
+    "Traceback (most recent call last):\n"
+    '  File "/srv/app/.venv/lib/python3.11/site-packages/vllm/engine/rotor.py", line 88, in spin\n'
+    "vllm.errors.RotorError: the KV cache rotor jammed on backend_per_kind\n"
+)
+
+
+def test_a_traceback_no_record_explains_is_listed_with_suggestions_not_left_bare(
+    seeded: Any,
+) -> None:
+    text = seeded("match", input=UNKNOWN)
+    assert text.exit_code == 1  # still "no known error"
+    out = text.stdout
+    assert out.startswith("No known error in the pasted text (4 lines")
+    assert "1 error line no record explains" in out.splitlines()[0]
+    assert "Not recognised" in out
+    assert "line 4: vllm.errors.RotorError: the KV cache rotor jammed" in out
+    assert "raised at vllm/engine/rotor.py:88" in out
+    assert "maybe 46a1fcb95e0d367e" in out  # kb search finds the seed record by its words
+    data = json.loads(seeded("match", "--json", input=UNKNOWN).stdout)
+    (entry,) = data["unmatched"]
+    assert entry["line"] == 4 and entry["error_class"] == "vllm.errors.RotorError"
+    assert entry["frame"] == "vllm/engine/rotor.py:88"
+    assert [s["id"] for s in entry["suggestions"]] == ["46a1fcb95e0d367e"]
+    markdown = seeded("match", "--format", "markdown", input=UNKNOWN).stdout
+    assert "## Not recognised" in markdown and "`vllm/engine/rotor.py:88`" in markdown
 
 
 def test_markdown_is_ready_for_a_ticket(seeded: Any) -> None:

@@ -211,7 +211,9 @@ def test_frame_identifies_the_record_when_the_message_is_cut_off(index: MatcherI
     )
     (match,) = index.match(log).matches
     assert match.id == "03907e999369d27b"
-    assert match.method == "frame"
+    # the raise site alone, or the cut message read as the start of its template there
+    assert match.method in ("frame", "fuzzy")
+    assert "frame:vllm/config/profiler.py:266" in match.evidence
     assert match.line == 7
     assert "error-class" in match.evidence
 
@@ -932,7 +934,10 @@ def test_pytest_summary_that_cuts_the_value_short_is_the_same_error(index: Match
 
 def test_reworded_message_scores_with_its_placeholders_free_to_hold_values() -> None:
     from kb.matcher.cache import normalize_template
-    from kb.matcher.fuzzy import gap_similarity, gap_template
+    from kb.matcher.fuzzy import align, gap_template
+
+    def gap_similarity(template: str, line: str) -> float:
+        return align(template, line).gap
 
     template = gap_template("No such transport: {transport}.  Did you mean {alt}?")
     reworded = normalize_template("Unknown transport: amqps2. Did you mean amqps?")
@@ -1040,6 +1045,7 @@ def test_a_short_template_whose_values_fill_most_of_the_line_is_too_thin_alone(
         repo="acme/galaxy",
         filePath="galaxy/find.py",
         lineNumber=7,
+        errorClass="AnsibleError",
     )
     index = _index_of(tmp_path, [thin])
     pip = (
@@ -1047,9 +1053,10 @@ def test_a_short_template_whose_values_fill_most_of_the_line_is_too_thin_alone(
         "(from versions: none)\n"
     )
     assert index.match(pip).matches == []
-    assert [m.id for m in index.match("ERROR: Could not find community.general\n").matches] == [
-        "0000000000000b03"
-    ]
+    # one common phrase needs more than its words to be reported: its class, or a frame
+    assert index.match("ERROR: Could not find community.general\n").matches == []
+    found = index.match("ERROR: AnsibleError: Could not find community.general\n").matches
+    assert [m.id for m in found] == ["0000000000000b03"]
 
 
 def test_standard_library_messages_need_a_frame_too(tmp_path: Path) -> None:
@@ -1085,3 +1092,228 @@ def test_a_near_miss_printed_under_another_exception_class_is_not_claimed(
     other_class = "ApiException: Revision 'v2' was not found in the model repository.\n"
     assert [m.method for m in index.match(same_class).matches] == ["fuzzy"]
     assert index.match(other_class).matches == []
+
+
+# ---- other versions of a library (issue 10) -------------------------------------------------
+
+DRIFT_RECORDS = [
+    synthetic(
+        "000000000000d001",
+        "No GPU or Intel XPU found\\. A GPU or Intel XPU is needed for quantization\\.",
+        "No GPU or Intel XPU found. A GPU or Intel XPU is needed for quantization.",
+        errorClass="RuntimeError",
+        repo="huggingface/accelerate",
+        filePath="accelerate/utils/bnb.py",
+        lineNumber=158,
+        documentation="Raised as `RuntimeError` by `load_and_quantize_model` "
+        "(accelerate/utils/bnb.py) in the accelerate project.",
+    ),
+    synthetic(
+        "000000000000d002",
+        "No GPU found\\. A GPU is needed for quantization\\.",
+        "No GPU found. A GPU is needed for quantization.",
+        errorClass="RuntimeError",
+        repo="huggingface/accelerate",
+        filePath="accelerate/utils/bnb.py",
+        lineNumber=209,
+        documentation="Raised as `RuntimeError` by `get_quantized_model_device_map` "
+        "(accelerate/utils/bnb.py) in the accelerate project.",
+    ),
+    synthetic(
+        "000000000000d003",
+        "'labels' should contain at least one label\\.",
+        "'labels' should contain at least one label.",
+        errorClass="ValueError",
+        repo="scikit-learn/scikit-learn",
+        filePath="sklearn/metrics/_classification.py",
+        lineNumber=564,
+    ),
+    synthetic(
+        "000000000000d004",
+        "dropna must be unspecified as the new implementation does not introduce rows of NA "
+        "values\\. This argument will be removed in a future version of pandas\\.",
+        "dropna must be unspecified as the new implementation does not introduce rows of NA "
+        "values. This argument will be removed in a future version of pandas.",
+        errorClass="ValueError",
+        repo="pandas-dev/pandas",
+        filePath="pandas/core/frame.py",
+        lineNumber=14364,
+    ),
+    synthetic(
+        "000000000000d005",
+        "(.+?) not implemented",
+        "{func} not implemented",
+        errorClass="NotImplementedError",
+        repo="sympy/sympy",
+        filePath="sympy/core/function.py",
+        lineNumber=10,
+    ),
+    synthetic(
+        "000000000000d006",
+        "MRV set computation for derivatives not implemented yet\\.",
+        "MRV set computation for derivatives not implemented yet.",
+        errorClass="NotImplementedError",
+        repo="sympy/sympy",
+        filePath="sympy/series/gruntz.py",
+        lineNumber=317,
+    ),
+]
+
+
+DRIFT_RECORDS.append(
+    synthetic(
+        "000000000000d007",
+        "Connection closed",
+        "Connection closed",
+        errorClass="ConnectionError",
+        repo="redis/redis-py",
+        filePath="redis/connection.py",
+        lineNumber=20,
+    )
+)
+
+
+@pytest.fixture(scope="module")
+def drift_index(tmp_path_factory: pytest.TempPathFactory) -> MatcherIndex:
+    cache = tmp_path_factory.mktemp("drift-cache")
+    return build_index(sources_from_records(fixture_records() + DRIFT_RECORDS), cache, "rev")
+
+
+def test_the_frames_function_names_the_record_when_an_older_release_reworded_it(
+    drift_index: MatcherIndex,
+) -> None:
+    """The old message is, word for word, another function's message in the same file: the
+    raising frame's function decides, and the reworded record of that function is found."""
+    log = (
+        "Traceback (most recent call last):\n"
+        '  File "/home/me/app/quantize.py", line 12, in <module>\n'
+        "    load_and_quantize_model(model)\n"
+        f'  File "{SITE}/accelerate/utils/bnb.py", line 153, in load_and_quantize_model\n'
+        '    raise RuntimeError("No GPU found. A GPU is needed for quantization.")\n'
+        "RuntimeError: No GPU found. A GPU is needed for quantization.\n"
+    )
+    (match,) = drift_index.match(log).matches
+    assert match.id == "000000000000d001" and match.method == "fuzzy"
+    assert "frame:accelerate/utils/bnb.py:153" in match.evidence
+    # without the traceback, the exact words stand
+    assert drift_index.match(log.splitlines()[-1]).matches[0].id == "000000000000d002"
+
+
+def test_a_repr_quoted_exception_in_a_log_line_is_matched(drift_index: MatcherIndex) -> None:
+    log = (
+        "[2026-11-30 18:07:03,484: ERROR/ForkPoolWorker-3] Task shop.tasks.nightly[3ec5] raised "
+        "unexpected: ValueError(\"'labels' should contains at least one label.\")\n"
+    )
+    (match,) = drift_index.match(NOISE + log + NOISE).matches
+    assert match.id == "000000000000d003" and "error-class" in match.evidence
+
+
+def test_a_message_cut_short_is_read_as_the_start_of_its_template(
+    drift_index: MatcherIndex,
+) -> None:
+    log = (
+        "Run failed · ValueError: dropna must be unspecified with future_stack=True as the new "
+        "implementation does not introduce rows of NA values. This argument…\n"
+    )
+    (match,) = drift_index.match(log).matches
+    assert match.id == "000000000000d004" and match.method == "fuzzy"
+    assert any(e.startswith("cut:") for e in match.evidence)
+
+
+def test_a_message_hard_wrapped_over_lines_of_a_paste_is_read_as_one(
+    drift_index: MatcherIndex,
+) -> None:
+    log = (
+        "Copied from the report:\n"
+        "dropna must be unspecified with future_stack=True as the new implementation\n"
+        "does not introduce rows of NA values. This argument will be removed in a\n"
+        "future version of pandas.\n"
+    )
+    (match,) = drift_index.match(log).matches
+    assert match.id == "000000000000d004"
+    assert (match.line, match.end_line) == (2, 4)
+
+
+def test_a_phrase_never_outranks_a_specific_template_reading_the_same_line(
+    drift_index: MatcherIndex,
+) -> None:
+    """`{func} not implemented` matches the line exactly, but a specific template reads all of
+    it but a typo; the phrase stays an alternative. Alone, without its class, the phrase is
+    not reported at all."""
+    line = "NotImplementedError: MRV set computation for derviatives not implemented yet."
+    (match,) = drift_index.match(line).matches
+    assert match.id == "000000000000d006"
+    assert "000000000000d005" in [alt for alt, _score in match.alternatives]
+    assert drift_index.match("INFO: the exporter for parquet not implemented").matches == []
+
+
+def test_two_common_words_inside_a_daemons_line_are_not_a_known_error(
+    drift_index: MatcherIndex,
+) -> None:
+    """The phrase needs its class, a frame or its package to be reported at all."""
+    sshd = (
+        "Nov 30 17:28:02 gpu-node-2 sshd[991]: Connection closed by authenticating user root "
+        "10.0.0.5 port 51234 [preauth]\n"
+    )
+    assert drift_index.match(sshd).matches == []
+    raised = drift_index.match("redis.exceptions.ConnectionError: Connection closed\n").matches
+    assert [m.id for m in raised] == ["000000000000d007"]
+
+
+# ---- what no record explains ------------------------------------------------------------------
+
+
+def test_a_traceback_no_record_explains_is_listed_with_its_library_frame(
+    drift_index: MatcherIndex,
+) -> None:
+    log = (
+        NOISE
+        + "Traceback (most recent call last):\n"
+        + '  File "/home/me/app/run.py", line 3, in <module>\n'
+        + f'  File "{SITE}/zzlib/core.py", line 88, in spin\n'
+        + "zzlib.errors.RotorError: rotor alpha jammed\n"
+        + NOISE
+    )
+    report = drift_index.match(log)
+    assert report.matches == []
+    (entry,) = report.unmatched
+    assert entry.to_dict() == {
+        "line": 8,
+        "text": "zzlib.errors.RotorError: rotor alpha jammed",
+        "error_class": "zzlib.errors.RotorError",
+        "frame": "zzlib/core.py:88",
+        "occurrences": 1,
+        "suggestions": [],
+    }
+
+
+def test_unknown_error_lines_are_folded_and_known_ones_are_not_listed(
+    drift_index: MatcherIndex,
+) -> None:
+    log = (
+        "2026-03-14T08:00:01Z ERROR [worker] sync failed: upstream returned 502\n"
+        + NOISE
+        + "2026-03-14T08:00:09Z ERROR [worker] sync failed: upstream returned 502\n"
+        + "ValueError: 'labels' should contain at least one label.\n"
+    )
+    report = drift_index.match(log)
+    assert [m.id for m in report.matches] == ["000000000000d003"]
+    (entry,) = report.unmatched
+    assert entry.line == 1 and entry.occurrences == 2 and entry.error_class is None
+    assert drift_index.match(NOISE).unmatched == []  # a clean log: nothing to list
+
+
+def test_suggestions_come_from_the_search_given_for_the_first_unmatched_lines(
+    drift_index: MatcherIndex,
+) -> None:
+    report = drift_index.match("zzlib.errors.RotorError: rotor alpha jammed\n")
+    asked: list[str] = []
+
+    def search(words: str, limit: int) -> list[dict[str, Any]]:
+        asked.append(words)
+        return [{"id": "000000000000d003", "score": 0.5, "errorMessage": "x", "repo": "r"}]
+
+    report.add_suggestions(search)
+    assert asked and report.unmatched[0].suggestions == [
+        {"id": "000000000000d003", "score": 0.5, "errorMessage": "x"}
+    ]

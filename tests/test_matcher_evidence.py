@@ -4,6 +4,7 @@ without building an index (the way each of thefuck's rules is tested on its own)
 from __future__ import annotations
 
 import dataclasses
+import itertools
 
 import pytest
 
@@ -11,6 +12,7 @@ from kb.logtext import Frame
 from kb.matcher.cache import Pattern, Record
 from kb.matcher.evidence import (
     DEFAULT_SCORING,
+    Alignment,
     Raiser,
     Says,
     Scorer,
@@ -116,7 +118,7 @@ def test_the_best_frame_in_the_records_file_names_the_evidence() -> None:
         ("vllm/config.py", 170),
     ]
     found = stack_evidence("vllm/config.py", 169, stack, CFG)
-    assert found == (Raiser.RECORD_FILE, CFG.frame_near, "frame:vllm/config.py:170")
+    assert found == (Raiser.RECORD_FILE, CFG.frame_near, "frame:vllm/config.py:170", 2)
     assert found.supports
 
 
@@ -127,7 +129,7 @@ def test_a_record_without_a_line_is_pointed_at_by_a_frame_anywhere_in_its_file()
     found = stack_evidence(
         "pandas/core/frame.py", None, [(f"{SITE}/pandas/core/frame.py", 12)], CFG
     )
-    assert found == (Raiser.RECORD_FILE, CFG.frame_file, "frame:pandas/core/frame.py:12")
+    assert found == (Raiser.RECORD_FILE, CFG.frame_file, "frame:pandas/core/frame.py:12", 0)
 
 
 def test_a_record_without_a_file_is_never_pointed_at() -> None:
@@ -260,6 +262,9 @@ class NoLookups:
     def file_records(self, frame: Frame) -> tuple[str, list[tuple[int | None, int]]] | None:
         return None
 
+    def file_functions(self, frame: Frame) -> frozenset[str]:
+        return frozenset()
+
     def known_packages(self) -> frozenset[str]:
         return frozenset({"vllm", "numpy"})
 
@@ -364,7 +369,8 @@ def test_info_chatter_scores_lower_than_the_same_words_on_an_error_line() -> Non
 def test_a_near_miss_needs_more_similarity_without_a_class_on_the_line() -> None:
     scorer = Scorer(NoLookups())
     near = hit("Unknown KV cache group type 'x'")
-    similarity = (0.82, 0.82)  # between the two cut-offs
+    # between the two cut-offs, a short message (the cut-offs come down for long ones)
+    similarity = Alignment(0.82, 0.82, 0.82, 0.82, query_chars=28, template_chars=30)
     with_class = scorer.score_near_miss(RECORD, near, similarity, "ValueError", None, False)
     assert with_class is not None and with_class.method == "fuzzy"
     assert "error-class" in with_class.evidence
@@ -376,3 +382,112 @@ def test_a_near_miss_needs_more_similarity_without_a_class_on_the_line() -> None
         )
         is None
     )
+
+
+# ---- frames decide and veto -------------------------------------------------------------------
+
+
+def test_a_frame_in_the_records_function_counts_however_far_its_line_moved() -> None:
+    """Another release of the library moved the raise 500 lines; its function stayed."""
+    stack = [(f"{SITE}/sqlalchemy/sql/compiler.py", 5830)]
+    far = stack_evidence("sqlalchemy/sql/compiler.py", 6404, stack, CFG)
+    assert far is not None and far.weight == CFG.frame_far
+    found = stack_evidence(
+        "sqlalchemy/sql/compiler.py", 6404, stack, CFG, function="visit_insert",
+        functions=["visit_insert"],
+    )  # fmt: skip
+    assert found == (
+        Raiser.RECORD_FILE, CFG.frame_function, "frame:sqlalchemy/sql/compiler.py:5830", 0
+    )  # fmt: skip
+
+
+def test_a_function_moved_to_another_module_of_the_package_is_followed() -> None:
+    stack = [(f"{SITE}/sqlalchemy/engine/util.py", 155), (f"{SITE}/sqlalchemy/engine/base.py", 9)]
+    found = stack_evidence(
+        "sqlalchemy/engine/_util_cy.py", 94, stack, CFG, function="_distill_params_20",
+        functions=["_distill_params_20", "_execute_20"],
+    )  # fmt: skip
+    assert found == (
+        Raiser.RECORD_FUNCTION, CFG.moved_function, "function:sqlalchemy:_distill_params_20", 0
+    )  # fmt: skip
+
+
+class FileLookups(NoLookups):
+    """A knowledge base whose files raise in these functions."""
+
+    def __init__(self, functions: frozenset[str]) -> None:
+        self.functions = functions
+
+    def file_functions(self, frame: Frame) -> frozenset[str]:
+        return self.functions
+
+
+def library_traceback(*frames: tuple[str, int, str]) -> Traceback:
+    """A traceback of (path, line, function) frames, innermost first."""
+    seen = [
+        SeenFrame(10 - i, 11 - i, Frame(path, line, function, "python"))
+        for i, (path, line, function) in enumerate(frames)
+    ]
+    return Traceback.of(seen, 11, "python")
+
+
+def record_at(path: str, line: int, function: str | None) -> Record:
+    return dataclasses.replace(RECORD, file_path=path, line_number=line, function=function)
+
+
+def test_the_librarys_frames_down_to_the_raise_doubt_a_record_of_another_module() -> None:
+    """The same words raised by another module (or from compiled code called there): the
+    library's own frames show where it was raised, and it was not the record's file."""
+    tb = library_traceback((f"{SITE}/vllm/engine/arg_utils.py", 412, "create_config"))
+    scorer = Scorer(NoLookups())
+    other = scorer.traceback_evidence(record_at("vllm/config/attention.py", 169, "check"), tb)
+    assert other.raiser is Raiser.OTHER_MODULE and not other.supports
+    here = scorer.traceback_evidence(
+        record_at("vllm/engine/arg_utils.py", 412, "create_config"), tb
+    )
+    assert here.raiser is Raiser.RECORD_FILE and here.supports
+    # raised in the user's code calling the library: nothing to doubt the record by
+    user = library_traceback(("/home/me/app/run.py", 3, "main"))
+    assert scorer.traceback_evidence(record_at("vllm/config.py", 1, "check"), user).raiser in (
+        Raiser.USER_CODE,
+        Raiser.NOT_SHOWN,
+    )
+
+
+def test_another_function_of_the_records_file_raising_doubts_the_record() -> None:
+    """A frame in the record's file, but in another function and far from its line: the
+    function that raised is not the record's."""
+    tb = library_traceback((f"{SITE}/accelerate/utils/bnb.py", 153, "load_and_quantize_model"))
+    scorer = Scorer(NoLookups())
+    neighbour = record_at("accelerate/utils/bnb.py", 209, "get_quantized_model_device_map")
+    assert scorer.traceback_evidence(neighbour, tb).raiser is Raiser.OTHER_MODULE
+    own = record_at("accelerate/utils/bnb.py", 158, "load_and_quantize_model")
+    assert scorer.traceback_evidence(own, tb).weight == CFG.frame_function
+
+
+def test_a_moved_function_does_not_count_where_the_frames_file_still_raises_in_it() -> None:
+    """`check_format` still raises in the frame's own file: its record is the frame's, not
+    the same-named function's of another module."""
+    tb = library_traceback((f"{SITE}/scipy/sparse/_compressed.py", 193, "check_format"))
+    record = record_at("scipy/sparse/_bsr.py", 201, "check_format")
+    moved = Scorer(NoLookups()).traceback_evidence(record, tb)
+    assert moved.raiser is Raiser.RECORD_FUNCTION
+    stays = Scorer(FileLookups(frozenset({"check_format"}))).traceback_evidence(record, tb)
+    assert stays.raiser is Raiser.OTHER_MODULE
+
+
+# ---- calibration ------------------------------------------------------------------------------
+
+
+def test_calibration_keeps_the_order_of_scores_and_can_be_undone() -> None:
+    from kb.matcher.evidence import calibrated, uncalibrated
+
+    knots = CFG.calibration
+    raws = [i / 100 for i in range(101)]
+    mapped = [calibrated(raw, knots) for raw in raws]
+    assert all(a < b for a, b in itertools.pairwise(mapped))  # strictly increasing
+    assert all(
+        abs(uncalibrated(m, knots) - raw) < 1e-9 for m, raw in zip(mapped, raws, strict=True)
+    )
+    # the default threshold sits in the step the development sets show at raw 0.5
+    assert 0.49 < uncalibrated(CFG.min_score, knots) < 0.5

@@ -240,3 +240,31 @@ def test_the_portable_word_search_finds_records_without_fts(loaded: Any, db_path
         assert searcher.search("100%_ \\ '", Filters(), 5).total == 0
         filtered = searcher.search("kv cache", Filters(repo="vllm-project/vllm"), 5)
         assert SEED_ID in [r.id for r in filtered.results]
+
+
+def test_related_records_for_a_log_line_come_from_its_uncommon_words(
+    loaded: Any, db_path: Path
+) -> None:
+    """What `kb match` suggests for a line no record explains: the records sharing its longest
+    uncommon words (all, else all but one, else any), by the message column, on both paths."""
+    from kb.quick import QuickReader
+    from kb.search import Searcher
+    from kb.sql import SqlAlchemyRunner
+
+    line = "RotorError: the KV cache rotor jammed on backend_per_kind group 'chunked'"
+    with KnowledgeBase(str(db_path)) as kb:
+        full = kb.related(line)
+        assert [hit["id"] for hit in full][:1] == [SEED_ID]
+        assert set(full[0]) >= {"id", "score", "errorMessage"}
+        reader = QuickReader.open(kb.url)
+        assert reader is not None
+        try:
+            assert reader.related(line, 3) == full  # the cold path's search, the same answer
+        finally:
+            reader.close()
+        assert kb.related("the and of with was were") == []  # nothing but common words
+        with kb.engine.connect() as conn:
+            runner = SqlAlchemyRunner(conn)
+            runner.fts = False  # the portable search (PostgreSQL for now): unranked, but some
+            assert Searcher(runner).related(line, 3)
+            assert SEED_ID in [r.id for r in Searcher(runner).related("backend_per_kind", 10)]

@@ -8,7 +8,9 @@
   tracebacks  stack frames grouped into tracebacks; quoted source lines told from errors
   evidence    the evidence rules and the scoring, every number in ScoringConfig
   rank        the best record for each place in the log, repeats folded into one Match
-  fuzzy       near misses for reworded messages (imported only when one is tried)
+  fuzzy       near misses: shortlists and alignment (imported only when one is tried)
+  nearmiss    a line no pattern explains as a query, its traceback's records, scored
+  unexplained the error-looking lines no record explains (imported only when there is one)
   index       MatcherIndex: a loaded cache, and match()
 
 The build is imported only by what builds (its names here load it when first used), so a

@@ -13,6 +13,7 @@ import gc
 import hashlib
 import json
 import os
+import re
 import sqlite3
 import tempfile
 import time
@@ -34,6 +35,7 @@ from kb.matcher.cache import (
     SCHEMA,
     TEMPLATE_MIN_CHARS,
     normalize_template,
+    words_of,
 )
 from kb.patterns import (
     GENERIC_LITERAL_CHARS,
@@ -70,6 +72,15 @@ NOT_CODES: Final = frozenset(logtext.LEVELS) | {
     "GMT", "JSON", "XML", "SQL", "API", "URL",
 }  # fmt: skip
 MIN_CODE_CHARS: Final = 3  # shorter codes ("E1") are everywhere in logs
+# A word held by more than this share of the templates (and WORD_LISTED_MIN of them) is not
+# listed in the words table: it shortlists nothing, and its list would be most of the table.
+WORD_LISTED_SHARE: Final = 0.03
+WORD_LISTED_MIN: Final = 500
+# Where a record says which function raised it: its source code (the last `def` above the
+# raise), else its documentation naming the function beside the record's file
+# ("... by `DataFrame.set_index` (pandas/core/frame.py)").
+DEF_RE: Final = re.compile(r"^\s*(?:async\s+)?(?:def|function|func|fn)\s+(\w+)\s*[(<]", re.M)
+DOC_FUNCTION_RE: Final = re.compile(r"`([A-Za-z_][\w.]*)` \(([^()`\s]+)\)")
 
 
 @dataclass(frozen=True)
@@ -85,6 +96,7 @@ class PatternSource:
     file_path: str
     line_number: int | None  # None: the dataset gives no line (upstream's analysis found none)
     prepared: PreparedPattern | None = None
+    function: str | None = None  # the raising function's name (raising_function)
 
 
 def sources_from_records(records: Iterable[dict[str, Any]]) -> Iterator[PatternSource]:
@@ -99,7 +111,40 @@ def sources_from_records(records: Iterable[dict[str, Any]]) -> Iterator[PatternS
             error_code=rec.get("errorCode"),
             file_path=rec.get("filePath") or "",
             line_number=rec.get("lineNumber"),
+            function=raising_function(
+                file_path=rec.get("filePath") or "",
+                line_number=rec.get("lineNumber"),
+                source_code=rec.get("sourceCode"),
+                source_start=rec.get("sourceCodeStart"),
+                documentation=rec.get("documentation"),
+            ),
         )
+
+
+def raising_function(
+    *,
+    file_path: str,
+    line_number: int | None,
+    source_code: str | None,
+    source_start: int | None,
+    documentation: str | None,
+) -> str | None:
+    """The name of the function that raises a record's error (as a stack frame prints it: the
+    last part of `Class.method`), or None when the record does not say.
+
+    From the record's source code when it has the raise line (the last definition above it),
+    else from its documentation where it names a function beside the record's own file."""
+    if source_code and source_start and line_number and line_number >= source_start:
+        above = "\n".join(source_code.splitlines()[: line_number - source_start + 1])
+        defined = DEF_RE.findall(above)
+        if defined:
+            return str(defined[-1])
+    if documentation and file_path:
+        for m in DOC_FUNCTION_RE.finditer(documentation, 0, 2000):
+            if m.group(2) == file_path:
+                name = m.group(1).rpartition(".")[2]
+                return name if not name.startswith("<") else None
+    return None
 
 
 def fuzzy_template(error_message: str) -> str:
@@ -169,6 +214,7 @@ def write_index(
         }
         con.executemany("INSERT INTO meta VALUES (?,?)", list(meta.items()))
         con.execute("INSERT INTO fuzzy SELECT t, p FROM fz ORDER BY rowid")
+        _write_words(con)
         con.executescript(INDEXES)
         con.commit()
         con.close()
@@ -182,6 +228,30 @@ def write_index(
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def _write_words(con: sqlite3.Connection) -> None:
+    """The words table: each word of the near-miss templates and the templates holding it (by
+    their place in the fuzzy table's order), grouped by SQLite so memory stays flat."""
+    con.execute("CREATE TEMP TABLE tw (w TEXT, r INTEGER)")
+    rows = con.execute("SELECT t FROM fuzzy ORDER BY rowid")
+    place = 0
+    while chunk := rows.fetchmany(BUILD_CHUNK):
+        pairs: list[tuple[str, int]] = []
+        for (template,) in chunk:
+            pairs.extend((word, place) for word in set(words_of(template)))
+            place += 1
+        con.executemany("INSERT INTO tw VALUES (?,?)", pairs)
+    listed = max(WORD_LISTED_MIN, int(place * WORD_LISTED_SHARE))
+    con.execute(
+        """
+        INSERT INTO words
+        SELECT w, COUNT(*), CASE WHEN COUNT(*) <= ? THEN json_group_array(r) END
+        FROM (SELECT w, r FROM tw ORDER BY w, r) GROUP BY w
+        """,
+        (listed,),
+    )
+    con.execute("DROP TABLE tw")
 
 
 def _sync(path: Path) -> None:
@@ -245,6 +315,7 @@ class _RowWriter:
         fz_rows: list[tuple[str, int]] = []
         record_rows: list[tuple[Any, ...]] = []
         file_rows: list[tuple[str, int | None, int]] = []
+        function_rows: list[tuple[str, int]] = []
         for rec_idx, src, prep, ident in chunk:
             if ident is not None and prep.regex is not None:
                 p_idx = known.get(ident)
@@ -289,15 +360,26 @@ class _RowWriter:
                 if "/" in path:
                     self.packages.add(path.split("/", 1)[0])
             record_rows.append(
-                (rec_idx, src.id, src.error_class, path, src.line_number, src.error_message)
+                (
+                    rec_idx,
+                    src.id,
+                    src.error_class,
+                    path,
+                    src.line_number,
+                    src.error_message,
+                    src.function,
+                )
             )
+            if src.function:
+                function_rows.append((src.function, rec_idx))
         con.executemany("INSERT INTO pid VALUES (?,?)", new_idents)
         con.executemany("INSERT INTO patterns VALUES (?,?,?,?,?,?,?,?,'[]',?,?,?)", pattern_rows)
         con.executemany("INSERT INTO prec VALUES (?,?)", prec_rows)
         con.executemany("INSERT INTO kp VALUES (?,?)", kp_rows)
         con.executemany("INSERT OR IGNORE INTO fz VALUES (?,?)", fz_rows)
-        con.executemany("INSERT INTO records VALUES (?,?,?,?,?,?)", record_rows)
+        con.executemany("INSERT INTO records VALUES (?,?,?,?,?,?,?)", record_rows)
         con.executemany("INSERT INTO files VALUES (?,?,?)", file_rows)
+        con.executemany("INSERT INTO functions VALUES (?,?)", function_rows)
 
     def finish(self) -> list[str]:
         """Group each pattern's records, then number the keys and compile them shard by

@@ -7,9 +7,11 @@ renamed over the old one:
   keys      Hyperscan id -> key text and the patterns whose best key it is
   patterns  the prepared regex, engine, generic, literal_chars, key_line, newlines, placeholder
             names, records, relaxed form (guarded only), the other required literal pieces
-  records   id, class, filePath, lineNumber and message of each record
-  files     filePath -> (lineNumber, record); codes: code -> record
+  records   id, class, filePath, lineNumber, message and raising function of each record
+  files     filePath -> (lineNumber, record); codes: code -> record; functions: name -> record
   fuzzy     message templates for near misses (read only when a log needs them)
+  words     each word of the templates -> the templates holding it (the near misses' bm25
+            shortlist; rows of common words keep their count only)
 A cold match reads meta and the shards (13 MB at 150k records, 85 MB at 1M) and then only the
 rows its candidates need, through a CacheReader, which keeps what it read.
 """
@@ -33,7 +35,9 @@ from kb.sql import select_in
 
 # Bumped whenever what is written changes; a cache of another format is rebuilt.
 # 10: no traceback marker key, no unread columns (keys.kind, records.repo/error_code/pattern).
-FORMAT_VERSION = 11  # 11: a record without a lineNumber has NULL there, not 0
+# 11: a record without a lineNumber has NULL there, not 0.
+# 12: records.function, the functions and words tables, more error markers.
+FORMAT_VERSION = 12
 CACHE_FILE: Final = "matcher.sqlite3"
 SCHEMA: Final = """
     CREATE TABLE meta (k TEXT PRIMARY KEY, v BLOB);
@@ -45,16 +49,19 @@ SCHEMA: Final = """
         records TEXT, relaxed TEXT, nested INTEGER, others TEXT);
     CREATE TABLE records (
         idx INTEGER PRIMARY KEY, id TEXT, error_class TEXT, file_path TEXT,
-        line_number INTEGER, error_message TEXT);
+        line_number INTEGER, error_message TEXT, function TEXT);
     CREATE TABLE files (file_path TEXT, line_number INTEGER, rec INTEGER);
     CREATE TABLE codes (code TEXT, rec INTEGER);
+    CREATE TABLE functions (name TEXT, rec INTEGER);
     CREATE TABLE fuzzy (t TEXT, p INTEGER);
+    CREATE TABLE words (w TEXT PRIMARY KEY, df INTEGER, rows TEXT) WITHOUT ROWID;
 """
 # Covering indexes, made once the rows are in: a frame's file can have thousands of records
 # (1M-record corpus), and a cold match then reads them from the index alone.
 INDEXES: Final = """
     CREATE INDEX files_path ON files (file_path, line_number, rec);
     CREATE INDEX codes_code ON codes (code, rec);
+    CREATE INDEX functions_name ON functions (name, rec);
 """
 # The kinds of key, in the order their ids are given: patterns' literal keys, the error codes
 # the records know, then MARKERS, literal text that shows a line is a frame or an error.
@@ -71,10 +78,14 @@ MARKERS: Final[tuple[tuple[str, str], ...]] = (
     (".cs:line", FRAME),
     ("Error", ERROR),
     ("Exception", ERROR),
+    ("ERROR", ERROR),
+    ("CRITICAL", ERROR),
     ("FATAL", ERROR),
     ("Fatal", ERROR),
     ("panic", ERROR),
     ("Failure", ERROR),
+    ("('", ERROR),  # an exception's repr in a line: "raised NotAlgebraic('...')"
+    ('("', ERROR),
     ("│ ", FRAME),
 )
 # Near-miss templates (and the log lines compared with them) shorter than this say too little:
@@ -87,12 +98,26 @@ _VALUE_RE: Final = re.compile(
     r"'[^']*'|\"[^\"]*\"|\[[^\]]*\]|\([^)]*\)|\{[^}]*\}|<[^>]*>|\b\d(?:[\w.]*\w)?"
 )
 _SPACES_RE: Final = re.compile(r"\s+")
+# Words as the near-miss shortlist compares them: letters and digits, `snake_case` and dotted
+# names taken apart (as a full-text tokenizer does).
+_WORD_RE: Final = re.compile(r"[a-z][a-z0-9]+")
 
 
 def normalize_template(text: str) -> str:
     """A message reduced to its words, as the fuzzy table stores templates and as a log line is
     compared with them: values out, spaces collapsed, lower case."""
     return _SPACES_RE.sub(" ", _VALUE_RE.sub(" ", text)).strip().lower()
+
+
+def words_of(text: str) -> list[str]:
+    """The words of a template or a log line for the shortlist: lower case, two letters or
+    more, a plural's "s" dropped ("contains" and "contain" are one word)."""
+    out = []
+    for word in _WORD_RE.findall(text.lower()):
+        if len(word) > 3 and word[-1] == "s" and word[-2] != "s":
+            word = word[:-1]
+        out.append(word)
+    return out
 
 
 class CacheDamaged(DatabaseError):
@@ -162,6 +187,7 @@ class Record:
     file_path: str
     line_number: int | None  # None: unknown, a frame anywhere in the file counts
     error_message: str
+    function: str | None = None  # the raising function's name, when the record says it
 
     @property
     def package(self) -> str:
@@ -177,7 +203,7 @@ _PATTERN_COLUMNS: Final = (
     "idx, regex, engine, generic, literal_chars, key_line, newlines, names, records, relaxed,"
     " nested, others"
 )
-_RECORD_COLUMNS: Final = "idx, id, error_class, file_path, line_number, error_message"
+_RECORD_COLUMNS: Final = "idx, id, error_class, file_path, line_number, error_message, function"
 # What reading a damaged cache raises: SQLite's "malformed", "not a database" or a text that
 # is not UTF-8, and a JSON column that is not JSON (or NULL) any more.
 _DAMAGE: Final = (sqlite3.DatabaseError, ValueError, TypeError)
@@ -236,6 +262,8 @@ class CacheReader:
         self._patterns: dict[int, Pattern] = {}
         self._records: dict[int, Record] = {}
         self._files: dict[str, tuple[str, list[tuple[int | None, int]]] | None] = {}
+        self._functions: dict[str, list[int]] = {}
+        self._file_functions: dict[str, frozenset[str]] = {}
         self._packages: frozenset[str] | None = None
 
     def close(self) -> None:
@@ -354,6 +382,26 @@ class CacheReader:
         return result
 
     @_reads
+    def file_functions(self, frame: Frame) -> frozenset[str]:
+        """The functions the records of the frame's file are raised in."""
+        if frame.path not in self._file_functions:
+            found = self.file_records(frame)
+            entries = found[1] if found is not None else []
+            self.load_records(rec for _line, rec in entries)
+            names = (self.record(rec).function for _line, rec in entries)
+            self._file_functions[frame.path] = frozenset(name for name in names if name)
+        return self._file_functions[frame.path]
+
+    @_reads
+    def function_records(self, name: str) -> list[int]:
+        """The records raised in a function of this name, in any file."""
+        if name not in self._functions:
+            self._functions[name] = [
+                r for (r,) in self._con.execute("SELECT rec FROM functions WHERE name = ?", (name,))
+            ]
+        return self._functions[name]
+
+    @_reads
     def code_records(self, code: str) -> list[int]:
         return [r for (r,) in self._con.execute("SELECT rec FROM codes WHERE code = ?", (code,))]
 
@@ -370,3 +418,15 @@ class CacheReader:
         """Every message template for near misses, and the pattern of each."""
         items = self._con.execute("SELECT t, p FROM fuzzy ORDER BY rowid").fetchall()
         return [t for t, _ in items], [p for _, p in items]
+
+    def template_words(self, words: Iterable[str]) -> list[tuple[str, int, list[int] | None]]:
+        """(word, how many templates hold it, which: their places in fuzzy_templates' lists,
+        None for a word too common to be listed) for each of `words` the templates have."""
+        out: list[tuple[str, int, list[int] | None]] = []
+        for word, df, rows in select_in(
+            self._con.execute,
+            "SELECT w, df, rows FROM words WHERE w IN ({marks})",
+            list(dict.fromkeys(words)),
+        ):
+            out.append((word, df, json.loads(rows) if rows else None))
+        return out

@@ -12,6 +12,7 @@ pass another one to score with other settings.
 from __future__ import annotations
 
 import functools
+import itertools
 import re
 from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -30,11 +31,31 @@ class ScoringConfig:
     """Every weight, factor, cap and cut-off of the scoring, with the reason for each."""
 
     # -- what is reported
-    # Below this a clean log (noise hitting generic patterns only) comes back empty; one
-    # specific pattern on its own (0.56 and up) or a generic one with a frame clears it.
+    # Reported scores are calibrated (`calibration` below): an answer is reported when it is
+    # more likely right than wrong. On the development sets that is exactly where the raw
+    # scores step from none right (0.40-0.50: 0 of 20) to 9 in 10 (0.50 and up): a clean log
+    # (noise hitting generic patterns only) comes back empty; one specific pattern on its own
+    # or a generic one with a frame clears it.
     min_score: float = 0.5
     # Scores never claim certainty: 1.0 is reserved.
     max_score: float = 0.99
+    # How often an answer is right at each raw score, measured on the development sets (the
+    # drift set's dev half, both real-log sets, paste.log and big.log: 608 answers, tables in
+    # benchmarks/CALIBRATION.md): (raw score, share right) knots, joined by straight lines,
+    # strictly increasing so the order of answers is kept. Raw below 0.5: 0 of 60 right;
+    # 0.5-0.9: 225 of 249; 0.9-1.0: 296 of 299.
+    calibration: tuple[tuple[float, float], ...] = (
+        (0.0, 0.0),
+        (0.4, 0.02),
+        (0.45, 0.1),
+        (0.49, 0.2),
+        (0.5, 0.87),
+        (0.8, 0.91),
+        (0.9, 0.93),
+        (0.95, 0.98),
+        (0.99, 0.99),
+        (1.0, 1.0),
+    )
 
     # -- what the words alone are worth (the base score)
     # A pattern with no literal text to speak of matches noise as readily as errors...
@@ -64,6 +85,12 @@ class ScoringConfig:
     frame_file: float = 0.3
     frame_file_lines: int = 40
     frame_far: float = 0.15
+    # ... in the same file and in the record's function, however far: another version of the
+    # library, whose lines moved (the function is what stays).
+    frame_function: float = 0.55
+    # A frame in the record's package, in a function of the record's function's name but in
+    # another file: the function moved to another module between versions.
+    moved_function: float = 0.35
     # The record's package in the traceback's paths, or named by a dotted exception class.
     package: float = 0.15
     # The pattern covers the whole message, not a piece of a longer one.
@@ -74,8 +101,17 @@ class ScoringConfig:
     class_conflict: float = 0.8
     # Raised inside another known library, the record's file nowhere in the traceback.
     foreign_library: float = 0.55
+    # Raised inside the record's own library, its frames shown down to the raise, and none of
+    # them in the record's file or function: another raise of the library said it (a
+    # same-worded message of another module, or one raised from compiled code).
+    other_module: float = 0.45
     # A generic pattern without a frame or package behind it stays below min_score.
     generic_cap: float = 0.45
+    # A template with less literal text than this is one common phrase ("{func} not
+    # implemented", "{0} is not supported", "Permission denied"): alone, without a class, a
+    # frame or its package, it is capped at generic_cap; and a specific template reading the
+    # same text (a near miss too) ranks above it.
+    phrase_literal_chars: int = 24
     # Without a class or a frame: a message on an INFO/DEBUG (WARN) line is more likely
     # chatter quoting it than the error, and so is one inside a longer sentence...
     level_factors: Mapping[str, float] = field(
@@ -100,21 +136,56 @@ class ScoringConfig:
     # ... a few lines off, below it unless the exception class agrees.
     raise_site_near: float = 0.42
     raise_site_step: float = 0.03  # less for each line further off
+    # ... and this much of itself when the exception's message was read and is nothing like
+    # the record's (the drift set's variable messages: a neighbouring raise of the function
+    # claimed "Your setup doesn't support bf16/gpu" at 0.565).
+    message_disagrees: float = 0.6
 
-    # -- near misses (reworded messages, found by rapidfuzz)
+    # -- near misses (reworded messages, found by rapidfuzz and by their words)
     # The base is this times the similarity: a near miss alone never looks certain.
     fuzzy_scale: float = 0.62
     fuzzy_class: float = 0.2  # the exception class agrees
+    # A message cut short shows only part of its template: the base loses this much of itself
+    # for all of the template unseen (a third seen keeps about 83 %). Little: what is shown
+    # agrees, and how much agrees already weighs (the cut-offs and fuzzy_long_bonus).
+    fuzzy_unseen: float = 0.25
     fuzzy_max: float = 0.9  # a reworded message is never as sure as one that matched
     # Similarity (0-100) a near miss needs: below ~86 only the class on the line lifts it
     # over min_score, so a line without a class needs that much on its own.
     fuzzy_cutoff: float = 78.0
     fuzzy_classless_cutoff: float = 86.0
+    # The cut-offs come down as the text that agrees grows from fuzzy_short_chars to
+    # fuzzy_long_chars: 80 characters of a specific message agreeing at 0.75 are no accident,
+    # 20 at 0.8 may be. The base grows with it by up to fuzzy_long_bonus.
+    fuzzy_long_cutoff: float = 72.0
+    fuzzy_classless_long_cutoff: float = 78.0
+    fuzzy_short_chars: int = 30
+    fuzzy_long_chars: int = 90
+    fuzzy_long_bonus: float = 0.1
+    # A template that reads the line this much better (Alignment.rank) than any other wording
+    # is distinct, not one of several near guesses: its cut-off is fuzzy_distinct_bonus lower
+    # (the drift set's pairing rule asks the same of a rewording: best by a margin).
+    fuzzy_distinct_margin: float = 0.08
+    fuzzy_distinct_bonus: float = 6.0
+    # With a frame at the record's raise site (its line, or its function, also moved), the
+    # message need only resemble the template this much: the frame says where, the words which
+    # of the few raises there.
+    fuzzy_site_cutoff: float = 60.0
+    # A template found whole in the line, or the line whole in the template (a sentence added
+    # or dropped), counts as this much similarity when a frame is at the raise site, and as
+    # this much when only the class agrees (then the side found whole must be
+    # partial_min_chars long: a short message is inside many long templates).
+    partial_with_frame: float = 0.9
+    partial_with_class: float = 0.85
+    partial_min_chars: int = 30
     # Templates rescored with their placeholders free (a wide shortlist by plain similarity,
-    # then the best few kept).
+    # another by bm25 over the words, then the best few kept).
     fuzzy_shortlist: int = 12
     fuzzy_shortlist_cutoff: float = 55.0
+    fuzzy_word_shortlist: int = 12
     fuzzy_kept: int = 5
+    # Alignments below this similarity (0-100) are not kept at all.
+    fuzzy_align_cutoff: float = 60.0
 
 
 DEFAULT_SCORING: Final = ScoringConfig()
@@ -122,6 +193,33 @@ DEFAULT_SCORING: Final = ScoringConfig()
 
 # --------------------------------------------------------------------------------------------
 # The rules: plain data in, one answer out
+
+
+class Alignment(NamedTuple):
+    """How a log line lines up with a message template (kb.matcher.fuzzy.align): similarity
+    with values counted as differences (plain) and with placeholders free to hold them (gap),
+    the share of the line the template explains and of the template found in the line (one
+    stays high when a sentence was added or dropped), and the share of the template the line
+    shows (less than 1 for a message cut short)."""
+
+    plain: float
+    gap: float
+    query_covered: float
+    template_covered: float
+    shown: float = 1.0
+    query_chars: int = 0  # the line's length, normalised
+    template_chars: int = 0  # the template's literal length (the part aligned, if cut)
+    margin: float = 0.0  # how much better it lines up than any other wording (rank)
+
+    @property
+    def partial(self) -> float:
+        """The better of the two coverages: how well one side is found in the other."""
+        return max(self.query_covered, self.template_covered)
+
+    @property
+    def rank(self) -> float:
+        """What orders near misses before they are scored (the cut ones by what they show)."""
+        return max(self.gap, self.partial * 0.85) * self.shown
 
 
 class Says(Enum):
@@ -137,7 +235,9 @@ class Raiser(Enum):
 
     NOT_SHOWN = "not-shown"  # no traceback, or nothing in it speaks for or against the record
     RECORD_FILE = "record-file"  # a frame in the record's file
+    RECORD_FUNCTION = "record-function"  # a frame in the record's function, moved to another file
     RECORD_PACKAGE = "record-package"  # a frame in the record's package
+    OTHER_MODULE = "other-module"  # the record's library raised it elsewhere (see other_module)
     USER_CODE = "user-code"  # the innermost frame is the user's own code
     FOREIGN_LIBRARY = "foreign-library"  # the innermost frame is in another library
 
@@ -148,6 +248,7 @@ class TracebackEvidence(NamedTuple):
     raiser: Raiser
     weight: float = 0.0  # for the noisy-OR; 0.0 unless the traceback points at the record
     label: str | None = None  # "frame:PATH:LINE" or "package:NAME" when it does
+    frame: int = -1  # which frame (innermost first) it rests on, if one
 
     @property
     def supports(self) -> bool:
@@ -163,6 +264,9 @@ LIB_PATH_RE: Final = re.compile(
 )
 PACKAGE_RE: Final = re.compile(r"(?:site-packages|dist-packages|node_modules)[/\\]([\w.\-]+)")
 CLASS_SEARCH_CHARS: Final = 4096  # how far into a line a dotted exception class is looked for
+# A record's class named anywhere on the line agrees when the name is this long ("ValueError"
+# in `exc_type=ValueError`; "Error" alone is any word).
+CLASS_WORD_CHARS: Final = 8
 DOTTED_CLASS_RE: Final = re.compile(r"(?:^|\s)([a-z_]\w*(?:\.\w+)*)\.[A-Z]\w*:(?: |$)")
 # Messages CPython itself raises everywhere (operators, indexing, imports, calls, json, OS
 # errors). A library record with the same words cannot be told from Python's own error without
@@ -211,6 +315,22 @@ BUILTIN_MESSAGE_RE: Final = re.compile(
 )
 
 
+def calibrated(raw: float, knots: Sequence[tuple[float, float]]) -> float:
+    """A raw score as the share of answers right at it (linear between the knots)."""
+    for (x0, y0), (x1, y1) in itertools.pairwise(knots):
+        if raw <= x1:
+            return y0 + (y1 - y0) * (max(raw, x0) - x0) / (x1 - x0)
+    return knots[-1][1]
+
+
+def uncalibrated(score: float, knots: Sequence[tuple[float, float]]) -> float:
+    """The raw score whose calibrated score is `score` (the inverse of `calibrated`)."""
+    for (x0, y0), (x1, y1) in itertools.pairwise(knots):
+        if score <= y1:
+            return x0 + (x1 - x0) * (max(score, y0) - y0) / (y1 - y0)
+    return knots[-1][0]
+
+
 def noisy_or(base: float, weights: Iterable[float]) -> float:
     """Independent signals combined: 1 - (1 - base) * prod(1 - w). Each signal alone could
     make the case; together they leave less room for doubt than any one."""
@@ -246,6 +366,13 @@ def class_on_line(subject: str, error_class: str | None) -> Says:
     if exc is None:
         if error_class and (subject.startswith(error_class + ":") or f".{error_class}:" in subject):
             return Says.AGREES
+        if (
+            error_class
+            and len(error_class) >= CLASS_WORD_CHARS
+            and error_class in subject
+            and re.search(rf"(?<![\w.]){re.escape(error_class)}(?!\w)", subject)
+        ):
+            return Says.AGREES  # named elsewhere: `exc_type=ValueError error="..."` (logfmt)
         return Says.NOTHING
     if not error_class:
         return Says.NOTHING
@@ -298,30 +425,50 @@ def stack_evidence(
     line_number: int | None,
     stack: Sequence[tuple[str, int]],
     config: ScoringConfig,
+    *,
+    function: str | None = None,
+    functions: Sequence[str | None] = (),
 ) -> TracebackEvidence | None:
-    """The best frame in the record's file (by distance_weight), else a frame in the record's
-    package (its filePath's top folder); None when no frame is either. `stack` holds each
-    frame's (path with `/` separators, line), innermost first; a path is in the file when it
-    is the filePath or ends with "/" + filePath."""
+    """The best frame in the record's file (by distance_weight, or frame_function when the
+    frame is in the record's `function`), else a frame of the record's package in a function
+    of that name (moved to another file), else a frame in the record's package (its
+    filePath's top folder); None when no frame is either. `stack` holds each frame's (path
+    with `/` separators, line), innermost first, `functions` their function names; a path is
+    in the file when it is the filePath or ends with "/" + filePath."""
     package = package_of_file(file_path)
     tail = "/" + file_path
     folder = "/" + package + "/"
     best = 0.0
     best_line = 0
+    best_frame = moved = -1
     package_seen = False
-    for path, line in stack:  # inline tests: this runs for every frame of every record
+    for i, (path, line) in enumerate(stack):  # inline tests: runs for every frame and record
+        same_function = function is not None and i < len(functions) and functions[i] == function
         if file_path and (path == file_path or path.endswith(tail)):
             delta = None if line_number is None else abs(line - line_number)
             weight = distance_weight(delta, config)
+            if same_function:
+                weight = max(weight, config.frame_function)
             if weight > best:
-                best, best_line = weight, line
+                best, best_line, best_frame = weight, line, i
         elif package and folder in "/" + path:
             package_seen = True
+            if same_function and moved < 0:
+                moved = i
     if best > 0.0:
-        return TracebackEvidence(Raiser.RECORD_FILE, best, f"frame:{file_path}:{best_line}")
+        label = f"frame:{file_path}:{best_line}"
+        return TracebackEvidence(Raiser.RECORD_FILE, best, label, best_frame)
+    if moved >= 0:
+        label = f"function:{package}:{function}"
+        return TracebackEvidence(Raiser.RECORD_FUNCTION, config.moved_function, label, moved)
     if package_seen:
         return TracebackEvidence(Raiser.RECORD_PACKAGE, config.package, f"package:{package}")
     return None
+
+
+def in_package(path: str, package: str) -> bool:
+    """Whether a frame's path (with `/` separators) is inside the package's folder."""
+    return bool(package) and f"/{package}/" in "/" + path
 
 
 def is_user_code(path: str, known_file: bool) -> bool:
@@ -387,6 +534,20 @@ class Candidate:
     method: str
     evidence: list[str]
     hit: Hit
+    # The traceback speaks against the record (another module of its library raised): a
+    # near miss naming the right raise site may yet be found.
+    doubted: bool = False
+    # A template of one common phrase or mostly placeholders (phrase_literal_chars): never
+    # ranked above a specific template that reads the same text.
+    phrase: bool = False
+    # How many characters of the line agree with the template (a near miss's similarity times
+    # the shorter side's length).
+    agreeing: float = 0.0
+
+    @property
+    def unsupported(self) -> bool:
+        """Whether nothing but the words (and the class) speaks for it: no frame, no package."""
+        return not any(e.startswith(("frame:", "function:", "package:")) for e in self.evidence)
 
     @property
     def literal_chars(self) -> int:
@@ -400,6 +561,8 @@ class Lookups(Protocol):
 
     def file_records(self, frame: Frame) -> tuple[str, list[tuple[int | None, int]]] | None: ...
 
+    def file_functions(self, frame: Frame) -> frozenset[str]: ...
+
     def known_packages(self) -> frozenset[str]: ...
 
 
@@ -412,9 +575,35 @@ class Scorer:
         self.config = config
 
     def traceback_evidence(self, record: Record, tb: Traceback | None) -> TracebackEvidence:
+        """What the traceback says of `record`: a frame at its raise site, in its function or
+        file, in its package; or that the user's code, another library or another module of
+        its own library raised the error."""
         if tb is None or not tb.frames:
             return NOT_SHOWN
-        found = stack_evidence(record.file_path, record.line_number, tb.stack, self.config)
+        cfg = self.config
+        found = stack_evidence(
+            record.file_path,
+            record.line_number,
+            tb.stack,
+            cfg,
+            function=record.function,
+            functions=tb.functions,
+        )
+        if found is not None and found.raiser is Raiser.RECORD_FUNCTION:
+            frame = tb.frames[found.frame].frame
+            if record.function in self.lookups.file_functions(frame):
+                # the frame's own file still raises in a function of that name: its records
+                # are the ones the frame points at, not this one of another module
+                label = f"package:{record.package}"
+                found = TracebackEvidence(Raiser.RECORD_PACKAGE, cfg.package, label)
+        if found is not None and in_package(tb.stack[0][0], record.package):
+            # The library's own frames go down to the raise: they must show the record's raise
+            # site (its line, or its function) or the record is doubted: another raise of the
+            # library said this (a same-worded message of another module or function).
+            strong = found.raiser is Raiser.RECORD_FUNCTION or found.weight >= cfg.frame_near
+            knows_functions = record.function is not None and tb.functions[0] is not None
+            if found.raiser is Raiser.RECORD_PACKAGE or (not strong and knows_functions):
+                return TracebackEvidence(Raiser.OTHER_MODULE)
         if found is not None:
             return found
         innermost = tb.frames[0].frame  # asked about only now: most records stop above
@@ -457,10 +646,14 @@ class Scorer:
                     evidence.append(f"package:{record.package}")
                 conflict = conflict or named is Says.DISAGREES
         score = noisy_or(base, weights)
+        doubted = False
         if conflict:
             score *= cfg.class_conflict
         if raised.raiser is Raiser.FOREIGN_LIBRARY:
             score *= cfg.foreign_library
+        elif raised.raiser is Raiser.OTHER_MODULE:
+            score *= cfg.other_module
+            doubted = True
         nothing_but_words = on_line is not Says.AGREES and not raised.supports
         if nothing_but_words and hit.level not in cfg.error_levels:
             # Nothing says an exception happened here: an INFO line, or a message's words
@@ -476,13 +669,20 @@ class Scorer:
             return None  # Python's own message: without a frame, no library can claim it
         if pattern is not None and pattern.generic and not raised.supports:
             score = min(score, cfg.generic_cap)
+        phrase = pattern is not None and pattern.literal_chars < cfg.phrase_literal_chars
+        if phrase and nothing_but_words and "package:" not in evidence[-1]:
+            # one common phrase ("{x} not implemented", "Connection refused") and nothing
+            # beyond its words: not reported (chatter quotes such phrases all the time)
+            score = min(score, cfg.generic_cap)
         if (
             pattern is not None
             and nothing_but_words
             and is_thin(pattern.literal_chars, hit.captures, cfg)
         ):
             score *= cfg.thin_factor  # nothing but the words, and they say little of the text
-        return Candidate(record, min(score, cfg.max_score), hit.method, evidence, hit)
+        return Candidate(
+            record, min(score, cfg.max_score), hit.method, evidence, hit, doubted, phrase
+        )
 
     def score_raise_site(
         self,
@@ -517,36 +717,78 @@ class Scorer:
         self,
         record: Record,
         hit: Hit,
-        similarity: tuple[float, float],
+        aligned: Alignment,
         printed_class: str,
         tb: Traceback | None,
         builtin: bool,
     ) -> Candidate | None:
-        """A reworded message read as `record`. `similarity` is (plain, with placeholders
-        free to hold any value); `printed_class` the exception class on the line ("" if none);
+        """A reworded message read as `record`: `aligned` says how its text lines up with the
+        record's template; `printed_class` is the exception class on the line ("" if none);
         `builtin` whether the line is a message Python raises everywhere."""
         cfg = self.config
-        plain, gap = similarity
-        # Placeholders count as free (gap) only where the exception class agrees: a class-less
-        # line must read almost the same as the template.
         agrees = bool(record.error_class) and printed_class.rpartition(".")[2] == record.error_class
-        value = gap if agrees else plain
-        if value * 100 < (cfg.fuzzy_cutoff if printed_class else cfg.fuzzy_classless_cutoff):
-            return None
-        base = cfg.fuzzy_scale * value
-        weights: list[float] = []
-        evidence = [f"fuzzy:{value:.2f}"]
-        if agrees:
-            weights.append(cfg.fuzzy_class)
-            evidence.append("error-class")
         raised = self.traceback_evidence(record, tb)
         if raised.raiser is Raiser.USER_CODE or (builtin and not raised.supports):
             return None  # the user's own raise, or Python's message (see score_hit)
-        # (another library's code in the traceback does not discount a near miss)
+        # Placeholders count as free (gap) only where other evidence agrees: a line with
+        # nothing but its words must read almost the same as the template. Partial agreement
+        # (a sentence added or dropped) counts only with a frame at the raise site, or the class.
+        value = aligned.gap if agrees or raised.supports else aligned.plain
+        at_site = raised.raiser is Raiser.RECORD_FUNCTION or (
+            raised.raiser is Raiser.RECORD_FILE and raised.weight >= cfg.frame_near
+        )
+        if at_site:
+            value = max(value, cfg.partial_with_frame * aligned.partial)
+        elif agrees:
+            long_enough = [
+                covered
+                for covered, chars in (
+                    (aligned.query_covered, aligned.query_chars),
+                    (aligned.template_covered, aligned.template_chars),
+                )
+                if chars >= cfg.partial_min_chars
+            ]
+            value = max([value, *(cfg.partial_with_class * c for c in long_enough)])
+        agreeing = value * min(aligned.query_chars, aligned.template_chars)
+        span = max(1, cfg.fuzzy_long_chars - cfg.fuzzy_short_chars)
+        length = min(1.0, max(0.0, (agreeing - cfg.fuzzy_short_chars) / span))
+        if at_site:
+            cutoff = cfg.fuzzy_site_cutoff
+        elif printed_class or raised.supports:
+            cutoff = cfg.fuzzy_cutoff - (cfg.fuzzy_cutoff - cfg.fuzzy_long_cutoff) * length
+        else:
+            drop = cfg.fuzzy_classless_cutoff - cfg.fuzzy_classless_long_cutoff
+            cutoff = cfg.fuzzy_classless_cutoff - drop * length
+        if aligned.margin >= cfg.fuzzy_distinct_margin:
+            cutoff -= cfg.fuzzy_distinct_bonus  # no other wording comes close
+        if value * 100 < cutoff:
+            return None
+        scale = cfg.fuzzy_scale + cfg.fuzzy_long_bonus * length
+        base = scale * value * (1.0 - cfg.fuzzy_unseen * (1.0 - aligned.shown))
+        weights: list[float] = []
+        evidence = [f"fuzzy:{value:.2f}"]
+        if aligned.shown < 1.0:
+            evidence.append(f"cut:{aligned.shown:.2f}")
+        if agrees:
+            weights.append(cfg.fuzzy_class)
+            evidence.append("error-class")
         if raised.label is not None:
             weights.append(raised.weight)
             evidence.append(raised.label)
         score = noisy_or(base, weights)
         if printed_class and record.error_class and not agrees and not raised.supports:
             score *= cfg.class_conflict  # another class printed: likely another error
-        return Candidate(record, min(score, cfg.fuzzy_max), "fuzzy", evidence, hit)
+        if raised.raiser is Raiser.OTHER_MODULE:
+            score *= cfg.other_module
+        elif raised.raiser is Raiser.FOREIGN_LIBRARY:
+            score *= cfg.foreign_library
+        phrase = aligned.template_chars < cfg.phrase_literal_chars
+        return Candidate(
+            record,
+            min(score, cfg.fuzzy_max),
+            "fuzzy",
+            evidence,
+            hit,
+            phrase=phrase,
+            agreeing=agreeing,
+        )

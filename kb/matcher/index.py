@@ -77,7 +77,7 @@ class MatcherIndex:
             "fuzzy_queries": scan.near_miss_queries,
             "elapsed_ms": round((time.perf_counter() - started) * 1000, 1),
         }
-        return MatchReport(matches, stats)
+        return MatchReport(matches, stats, scan.unmatched)
 
     def _near_miss_search(self) -> NearMissSearch:
         """The near-miss search, loaded when a log first needs it (most never do)."""

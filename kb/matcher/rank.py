@@ -9,7 +9,7 @@ matches of one log, best first.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -17,6 +17,13 @@ from kb.logtext import strip_prefix
 from kb.matcher.evidence import Candidate
 from kb.text import clip
 
+# Readings of a record by its exact words, which stand over a near miss of it.
+EXACT: Final = frozenset({"pattern", "code"})
+# Unmatched lines get `kb search` suggestions, each search a few milliseconds to tens of them:
+# the first this many only (a log with thousands of error lines runs no more searches).
+MAX_SUGGESTED: Final = 5
+# An unmatched line is searched by at most this many of its words.
+MAX_QUERY_WORDS: Final = 16
 # A message is clipped to this in Match.text (the transformers model list runs to 20 KB).
 TEXT_MAX_CHARS: Final = 2000
 # Scores this close are a tie: nothing in the log tells the records apart.
@@ -112,29 +119,90 @@ class RecordSource:
 
 @dataclass
 class MatchReport:
-    """Matches best first (the JSON contract); `in_log_order()` for reading."""
+    """Matches best first (the JSON contract); `in_log_order()` for reading. `unmatched`
+    lists, in log order, the error-looking lines no record explains."""
 
     matches: list[Match]
     stats: dict[str, Any]
+    unmatched: list[Unmatched] = field(default_factory=list)
 
     def in_log_order(self) -> list[Match]:
         return sorted(self.matches, key=lambda m: m.log_order)
 
+    def add_suggestions(
+        self, search: Callable[[str, int], Sequence[Mapping[str, Any]]], limit: int = 3
+    ) -> None:
+        """Fill in `kb search` hits for the first MAX_SUGGESTED unmatched lines: `search`
+        takes words and a limit and returns results with "id", "score" and "errorMessage"."""
+        for entry in self.unmatched[:MAX_SUGGESTED]:
+            words = entry.query()
+            if not words or entry.suggestions:
+                continue
+            entry.suggestions = [
+                {
+                    "id": r["id"],
+                    "score": round(float(r["score"]), 3),
+                    "errorMessage": r["errorMessage"],
+                }
+                for r in search(words, limit)
+            ]
+
+
+@dataclass
+class Unmatched:
+    """An error-looking line no record explains: an exception line (its class, and the
+    innermost library frame of its traceback), or an ERROR / FATAL line; `suggestions` are the
+    records `kb search` finds for its words. Identical lines are one entry."""
+
+    line: int
+    text: str
+    error_class: str | None = None
+    frame: str | None = None
+    message: str = ""
+    occurrences: int = 1
+    suggestions: list[dict[str, Any]] = field(default_factory=list)
+    words: tuple[str, ...] = ()  # its rarest words, if the scan chose them
+
+    def query(self) -> str:
+        """The words to search by: the rarest of the message's, else the message (or the
+        line), at most MAX_QUERY_WORDS of it."""
+        if self.words:
+            return " ".join(self.words)
+        words = (self.message or self.text).split()
+        return " ".join(words[:MAX_QUERY_WORDS])
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "line": self.line,
+            "text": self.text,
+            "error_class": self.error_class,
+            "frame": self.frame,
+            "occurrences": self.occurrences,
+            "suggestions": list(self.suggestions),
+        }
+
 
 def rank(candidates: Sequence[Candidate]) -> list[Candidate]:
-    """Each record once (its best reading), best first: by score, then the more specific
-    pattern, then the record's place in the cache (stable across runs)."""
+    """Each record once (its best reading: a pattern's over a near miss's), best first: by
+    score, then the more specific pattern, then the record's place in the cache (stable
+    across runs)."""
     best_by_id: dict[str, Candidate] = {}
     for cand in candidates:
         old = best_by_id.get(cand.record.id)
-        if old is None or cand.score > old.score:
+        # its words matched exactly: that reading of a record stands over a near miss of it
+        if old is None or (cand.method in EXACT, cand.score) > (old.method in EXACT, old.score):
             best_by_id[cand.record.id] = cand
     return sorted(best_by_id.values(), key=lambda c: (-c.score, -c.literal_chars, c.record.idx))
 
 
-def to_match(ranked: Sequence[Candidate], top: int, text: str) -> Match:
+def to_match(
+    ranked: Sequence[Candidate],
+    top: int,
+    text: str,
+    calibrate: Callable[[float], float] = lambda raw: raw,
+) -> Match:
     """The match for one place in the log from its ranked candidates; `text` is the log's
-    text there."""
+    text there; scores are reported as `calibrate` gives them."""
     best = ranked[0]
     hit = best.hit
     names: list[str | None] = []
@@ -149,7 +217,7 @@ def to_match(ranked: Sequence[Candidate], top: int, text: str) -> Match:
     rest = list(ranked[1 + len(all_ties) :][: max(0, top - 1 - len(ties))])
     return Match(
         id=best.record.id,
-        score=round(best.score, 3),
+        score=round(calibrate(best.score), 3),
         method=best.method,
         line=hit.line,
         end_line=hit.end_line,
@@ -157,7 +225,7 @@ def to_match(ranked: Sequence[Candidate], top: int, text: str) -> Match:
         captures=list(hit.captures),
         capture_names=names,
         evidence=list(best.evidence),
-        alternatives=[(c.record.id, round(c.score, 3)) for c in ties + rest],
+        alternatives=[(c.record.id, round(calibrate(c.score), 3)) for c in ties + rest],
         suggestion=suggest(hit.captures),
         duplicates=[c.record.id for c in all_ties[:MAX_DUPLICATES]],
     )

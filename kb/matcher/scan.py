@@ -15,7 +15,14 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Final
 
 from kb import logtext
-from kb.logtext import LineBlock, exception_of, level_of, strip_prefix, unrepr_message
+from kb.logtext import (
+    LineBlock,
+    exception_of,
+    level_of,
+    raised_line,
+    repr_exception,
+    strip_prefix,
+)
 from kb.matcher.cache import (
     CODE,
     FRAME,
@@ -25,10 +32,17 @@ from kb.matcher.cache import (
     Pattern,
     normalize_template,
 )
-from kb.matcher.evidence import Candidate, Scorer, is_builtin_message
+from kb.matcher.evidence import (
+    Candidate,
+    Scorer,
+    calibrated,
+    uncalibrated,
+)
 from kb.matcher.prefilter import BlockScan, Prefilter, lines_at
-from kb.matcher.rank import Matches, rank, to_match
+from kb.matcher.rank import Matches, Unmatched, rank, to_match
 from kb.matcher.tracebacks import (
+    CODE_LINE_RE,
+    PYTHON_STYLES,
     SOURCE_LINE_RE,
     SeenFrame,
     Traceback,
@@ -53,10 +67,22 @@ TRACEBACK_ABOVE: Final = 2
 FRAMES_BELOW: Final = 6
 # A raising frame adds no match of its own this close to a match of the same record.
 FRAME_ONLY_NEAR: Final = 80
-# Near misses one match call may look up (distinct messages): each searches every template.
-MAX_NEAR_MISS_QUERIES: Final = 40
-# Pastes this short get every line tried as a near miss, not only error-looking ones.
+# Pastes this short get every line tried as a near miss, not only error-looking ones, and each
+# paragraph (a message hard-wrapped over lines) as one.
 SHORT_PASTE_LINES: Final = 40
+# A short paste's lines that line up with a specific known template at least this well
+# (Alignment.gap) resemble a known message: listed as unrecognised when nothing is known.
+RESEMBLES: Final = 0.7
+# Levels of lines that are not errors, whatever they resemble.
+CHATTER_LEVELS: Final = frozenset({"TRACE", "DEBUG", "INFO", "NOTICE", "WARN"})
+# A phrase's placeholders that swallowed this many words of prose may hide a specific
+# template's words (then the near misses are looked up).
+PROSE_WORDS: Final = 2
+# A phrase template's score next to a specific one reading the same text: just below it.
+PHRASE_BELOW: Final = 0.99
+# A near miss reads a line better than the phrase that matched it when this many times as
+# much of its text agrees with the line.
+PHRASE_MARGIN: Final = 2.0
 # pytest prints the raise site as "path.py:466: InvalidVersion": one regex pass over a block's
 # bytes finds them, since ".py:" alone is on every line of some logs ("[loggers.py:123]").
 PYTEST_LOC_RE: Final = re.compile(r"\.py:\d+: ")
@@ -115,7 +141,11 @@ class LogScan:
         self.scorer = scorer
         self.near_misses = near_misses
         self.top = top
-        self.min_score = min_score
+        # min_score is a calibrated score (the share of answers right); scores are compared
+        # raw inside, and calibrated when they are reported
+        knots = scorer.config.calibration
+        self.min_score = uncalibrated(min_score, knots)
+        self.calibrate: Callable[[float], float] = lambda raw: calibrated(raw, knots)
         self.window = Window()
         # what the rows read so far hold
         self.frames: dict[int, SeenFrame] = {}
@@ -126,7 +156,17 @@ class LogScan:
         self.claimed: set[int] = set()  # rows a match explains
         self.tracebacks_tried: set[int] = set()  # rows of tracebacks tried by raise site
         self.near_miss_rows: set[int] = set()  # rows tried as near misses
-        self.near_miss_found: dict[str, list[NearMiss]] = {}
+        self.level_rows: set[int] = set()  # ERROR / FATAL lines that name no exception class
+        self.explained: set[int] = set()  # rows a match was reported on
+        self.unmatched: list[Unmatched] = []  # in log order
+        self.unmatched_by_key: dict[tuple[str | None, str], Unmatched] = {}
+        self.unmatched_from = 0  # rows above this are settled and looked at
+        # a short paste's lines (or paragraphs: text, last row) near a known message
+        self.resembling: dict[int, tuple[str, int]] = {}
+        # the records the last near-miss look-up aligned well enough (None: none was made)
+        self.aligned: set[int] | None = None
+        self.aligned_best = 0.0  # ... and how well the best of them lines up
+        self.near_miss_found: dict[tuple[str, bool, tuple[int, ...]], list[NearMiss]] = {}
         self.matches = Matches()
         # figures for the report
         self.lines_total = 0
@@ -216,9 +256,21 @@ class LogScan:
                 elif kind == FRAME:
                     self._note_frame(line_index)
                 elif row not in self.errors:
-                    exc = exception_of(strip_prefix(lines[line_index]))
+                    bare = strip_prefix(lines[line_index])
+                    exc = exception_of(bare)
+                    if (
+                        exc is None
+                        and not bare[:1].isspace()
+                        and not SOURCE_LINE_RE.match(bare)
+                        and not CODE_LINE_RE.match(bare)
+                    ):
+                        # an exception's repr inside the line (not source code quoted in a
+                        # traceback, which is indented)
+                        exc = repr_exception(bare)
                     if exc is not None:
                         self.errors[row] = exc
+                    elif level_of(lines[line_index]) in self.scorer.config.error_levels:
+                        self.level_rows.add(row)
                     if PYTEST_LOC_RE.search(lines[line_index]):
                         self.errors.pop(row, None)  # a pytest location line, read as a frame
         reader.load_patterns(p for p, _ in pending_patterns)
@@ -268,10 +320,10 @@ class LogScan:
         self.tried_codes.add((key_id, row))
         records = self.reader.code_records(code)
         self.hits.append(
-            self._line_hit(line_index, "code", None, records, code=code, level=level_of(line))
+            self.line_hit(line_index, "code", None, records, code=code, level=level_of(line))
         )
 
-    def _line_hit(
+    def line_hit(
         self,
         line_index: int,
         method: str,
@@ -305,6 +357,13 @@ class LogScan:
             return
         tracebacks = group_tracebacks(self.frames, self.errors, self.window.line_at)
         by_exception = {t.exception_row: t for t in tracebacks if t.exception_row is not None}
+        for row, tb in by_exception.items():
+            if row not in self.errors and tb.style in PYTHON_STYLES:
+                # Python ends a traceback with "Class: message", whatever the class is called
+                line = self.window.line_at(row)
+                raised = raised_line(strip_prefix(line)) if line is not None else None
+                if raised is not None:
+                    self.errors[row] = raised
         ready_ids = {id(h) for h in ready}
         self.hits = [h for h in self.hits if id(h) not in ready_ids]
         errors_seen = [h for h in ready if not self._is_quoted_source(h)]
@@ -312,6 +371,7 @@ class LogScan:
         unused = [tb for tb in tracebacks if id(tb) not in used and tb.frames]
         self._emit_raise_sites(unused, upto)
         self._near_miss_pass(upto, by_exception)
+        self._collect_unmatched(upto, tracebacks)
         if upto is not None:
             self._prune(upto)
 
@@ -360,8 +420,45 @@ class LogScan:
                 candidates.extend(
                     self._raise_site_candidates(tb, self.errors.get(tb.exception_row))
                 )
+            if not self._settled(candidates):
+                # the message matched, but not a record the traceback agrees with: a reworded
+                # message of the raise site the traceback shows may be the answer
+                row = tb.exception_row if tb is not None and tb.exception_row is not None else first
+                if row in self.errors and row not in self.near_miss_rows:
+                    self.near_miss_rows.add(row)
+                    near = self.near_miss_candidates(row, self.errors[row], tb)
+                    phrase = max((c.literal_chars for c in candidates if c.phrase), default=0)
+                    if phrase:
+                        # a phrase read it: only a template that agrees with much more of the
+                        # text may read it better
+                        near = [
+                            c
+                            for c in near
+                            if not c.unsupported or c.agreeing >= PHRASE_MARGIN * phrase
+                        ]
+                    candidates.extend(near)
             self._emit(candidates)
         return used
+
+    def _settled(self, candidates: list[Candidate]) -> bool:
+        """Whether a reading of a place in the log is sure enough that no near miss needs
+        looking for: a pattern or code reading, not doubted by its traceback, not a phrase
+        that may hide a specific template, scoring min_score (the best one, almost always)."""
+        for cand in sorted(candidates, key=lambda c: -c.score):
+            if cand.score < self.min_score:
+                return False
+            if cand.method != "frame" and not cand.doubted and not self._may_read_better(cand):
+                return True
+        return False
+
+    def _may_read_better(self, cand: Candidate) -> bool:
+        """Whether a specific template may read a phrase's line better: the phrase has nothing
+        but its words behind it, and its placeholders swallowed prose ("MRV set computation
+        for derivatives" into "{func} not implemented"), not values ("<class 'str'>", 64)."""
+        if not (cand.phrase and cand.unsupported):
+            return False
+        swallowed = normalize_template(" ".join(cand.hit.captures))
+        return len(swallowed.split()) >= PROSE_WORDS
 
     def _emit_raise_sites(self, tracebacks: list[Traceback], upto: int | None) -> None:
         """Tracebacks whose message matched no pattern: the raise site may still name the
@@ -379,8 +476,26 @@ class LogScan:
                 continue
             self.tracebacks_tried.update((row, inner))
             exception = self.errors.get(tb.exception_row) if tb.exception_row is not None else None
-            if self._emit(self._raise_site_candidates(tb, exception)):
+            candidates = self._raise_site_candidates(tb, exception)
+            if exception is not None and row not in self.near_miss_rows:
+                self.near_miss_rows.add(row)
+                self.aligned = None
+                near = self.near_miss_candidates(row, exception, tb)
+                aligned = self._last_aligned()
+                if aligned is not None:
+                    # the message was read, and it is not the raise site's: a frame alone
+                    # is for a message cut off or missing, not for one that says otherwise
+                    factor = self.scorer.config.message_disagrees
+                    for cand in candidates:
+                        if cand.record.idx not in aligned:
+                            cand.score *= factor
+                candidates.extend(near)
+            if self._emit(candidates):
                 self.claimed.add(row)
+
+    def _last_aligned(self) -> set[int] | None:
+        """The records the last near-miss look-up aligned (None when it made none)."""
+        return self.aligned
 
     def _is_quoted_source(self, hit: Hit) -> bool:
         line = self.window.line_at(hit.first)
@@ -430,6 +545,13 @@ class LogScan:
 
     def _emit(self, candidates: list[Candidate]) -> bool:
         """Turn the best candidate for one place in the log into a Match, if it scores enough."""
+        specific = [c for c in candidates if not c.phrase and c.method in ("pattern", "fuzzy")]
+        best = max(specific, key=lambda c: c.score, default=None)
+        if best is not None and best.score >= self.min_score:
+            # a phrase never outranks a specific template reading the same text
+            for c in candidates:
+                if c.phrase and c.score >= best.score and c.record.id != best.record.id:
+                    c.score = best.score * PHRASE_BELOW
         ranked = rank(candidates)
         if not ranked:
             return False
@@ -439,29 +561,56 @@ class LogScan:
         hit = best.hit
         if best.method == "frame" and self.matches.near(best.record.id, hit.line, FRAME_ONLY_NEAR):
             return False  # its message was matched nearby (printed before the traceback, say)
-        self.claimed.add(hit.first)
+        self.claimed.update(range(hit.first, hit.last + 1))
+        self.explained.update(range(hit.first, hit.last + 1))
         text = hit.subject
         if best.method == "frame" and hit.line == hit.end_line and hit.subject == "":
             text = self.window.line_at(hit.first) or ""
-        self.matches.add(to_match(ranked, self.top, text))
+        self.matches.add(to_match(ranked, self.top, text, self.calibrate))
         return True
 
     # ---- near misses ----------------------------------------------------------------------
 
     def _near_miss_pass(self, upto: int | None, by_exception: dict[int, Traceback]) -> None:
-        """Exception lines no record explains, read as reworded messages."""
+        """Exception lines no record explains, read as reworded messages; in a short paste,
+        then its paragraphs and its other lines too (it is about its errors: any line may be
+        a message, even without a class, and a paragraph one message hard-wrapped)."""
+        self._try_near_misses(self.errors, upto, by_exception)
+        if upto is not None or self.lines_total > SHORT_PASTE_LINES:
+            return
+        from kb.matcher import nearmiss
+
+        for first, last, text in nearmiss.paragraphs(self):
+            rows = range(first, last + 1)
+            if first in self.near_miss_rows or self.claimed.intersection(rows):
+                continue
+            if any(row in self.frames for row in rows):
+                continue
+            self.near_miss_rows.add(first)
+            self.aligned = None
+            if self._emit(self.near_miss_candidates(first, ("", text), None, last=last)):
+                self.claimed.update(rows)
+            elif self._last_aligned() and self.aligned_best >= RESEMBLES:
+                self.resembling[first] = (text, last)  # like a known message, not enough
+        lines: dict[int, tuple[str, str]] = {}
+        for line_index, line in enumerate(self.window.lines):
+            row = self.window.first_row + line_index
+            bare = strip_prefix(line)
+            if row in self.errors or len(bare) < TEMPLATE_MIN_CHARS or bare[:1].isspace():
+                continue
+            if not SOURCE_LINE_RE.match(bare) and row not in self.frames:
+                lines[row] = ("", bare)
+        self._try_near_misses(lines, upto, by_exception, remember=True)
+
+    def _try_near_misses(
+        self,
+        errors: dict[int, tuple[str, str]],
+        upto: int | None,
+        by_exception: dict[int, Traceback],
+        *,
+        remember: bool = False,
+    ) -> None:
         done = {m.line for m in self.matches.found}
-        errors = self.errors
-        if upto is None and self.lines_total <= SHORT_PASTE_LINES:
-            # A short paste is about its errors: any line may be a message, even without a class.
-            errors = dict(errors)
-            for line_index, line in enumerate(self.window.lines):
-                row = self.window.first_row + line_index
-                bare = strip_prefix(line)
-                if row in errors or len(bare) < TEMPLATE_MIN_CHARS or bare[:1].isspace():
-                    continue
-                if not SOURCE_LINE_RE.match(bare):
-                    errors[row] = ("", bare)
         for row in sorted(errors):
             if upto is not None and row >= upto:
                 break
@@ -473,41 +622,54 @@ class LogScan:
                 continue
             if self.window.line_nos[line_index] in done:
                 continue
-            printed_class, message = errors[row]
-            if printed_class.endswith("KeyError"):
-                message = unrepr_message(message) or message
-            query = normalize_template(message)
-            if len(query) < TEMPLATE_MIN_CHARS:
-                continue
-            if query in self.near_miss_found:
-                found = self.near_miss_found[query]
-            elif self.near_miss_queries >= MAX_NEAR_MISS_QUERIES:
-                continue
-            else:
-                self.near_miss_queries += 1
-                found = self.near_misses().lookup(query, self.scorer.config)
-                self.near_miss_found[query] = found
-            if not found:
-                continue
-            tb = by_exception.get(row)
-            said = f"{printed_class}: {message}" if printed_class else message
-            builtin = is_builtin_message(said)
-            candidates: list[Candidate] = []
-            for near in found:
-                pattern = self.reader.pattern(near.pattern)
-                hit = self._line_hit(line_index, "fuzzy", pattern, pattern.records)
-                for rec_idx in pattern.records:
-                    cand = self.scorer.score_near_miss(
-                        self.reader.record(rec_idx),
-                        hit,
-                        (near.plain, near.gap),
-                        printed_class,
-                        tb,
-                        builtin,
-                    )
-                    if cand is not None:
-                        candidates.append(cand)
-            self._emit(candidates)
+            self.aligned = None
+            found = self.near_miss_candidates(row, errors[row], by_exception.get(row))
+            resembles = self._last_aligned() and self.aligned_best >= RESEMBLES
+            chatter = level_of(self.window.lines[line_index]) in CHATTER_LEVELS
+            if not self._emit(found) and remember and resembles and not chatter:
+                self.resembling.setdefault(row, (errors[row][1], row))
+
+    # ---- what no record explains -------------------------------------------------------------
+
+    def near_miss_candidates(
+        self,
+        row: int,
+        error: tuple[str, str],
+        tb: Traceback | None,
+        *,
+        last: int | None = None,
+    ) -> list[Candidate]:
+        """The records a reworded message on `row` (to `last`) may be (kb.matcher.nearmiss,
+        loaded only now)."""
+        from kb.matcher import nearmiss
+
+        return nearmiss.candidates(self, row, error, tb, last=last)
+
+    # ---- what no record explains -------------------------------------------------------------
+
+    def _collect_unmatched(self, upto: int | None, tracebacks: list[Traceback]) -> None:
+        """The settled rows' error-looking lines no match explains, into `unmatched`
+        (kb.matcher.unexplained, loaded only when some row may be one)."""
+        window = self.window
+        bound = window.first_row + len(window.lines) if upto is None else upto - LOOKAHEAD_LINES
+        first = max(self.unmatched_from, window.first_row)
+        if bound <= first:
+            return
+        if upto is not None or self.lines_total > SHORT_PASTE_LINES or self.matches.found:
+            # most logs: every error line is explained, and that is all there is to know
+            settled = range(first, bound)
+            rows = [r for r in (*self.errors, *self.level_rows) if r in settled]
+            rows += [
+                tb.exception_row if tb.exception_row is not None else tb.frames[0].row
+                for tb in tracebacks
+                if tb.frames
+            ]
+            if all(r in self.explained or r not in settled for r in rows):
+                self.unmatched_from = bound
+                return
+        from kb.matcher import unexplained
+
+        unexplained.collect(self, bound, upto is None, tracebacks)
 
     def _prune(self, upto: int) -> None:
         """Forget what no later hit can need: rows far above the oldest pending hit."""
@@ -521,6 +683,8 @@ class LogScan:
         self.claimed = {r for r in self.claimed if r >= floor}
         self.tracebacks_tried = {r for r in self.tracebacks_tried if r >= floor}
         self.near_miss_rows = {r for r in self.near_miss_rows if r >= floor}
+        self.level_rows = {r for r in self.level_rows if r >= floor}
+        self.explained = {r for r in self.explained if r >= floor}
 
 
 def _pytest_locations(data: bytes) -> Iterator[int]:

@@ -62,12 +62,25 @@ class Traceback:
     # (path with `/` separators, line) of each frame, innermost first: made once, then held
     # against the filePath:lineNumber of every record a hit may be (hundreds, for some).
     stack: tuple[tuple[str, int], ...]
+    # each frame's function name ("set_index" of "DataFrame.set_index"; None if not printed)
+    functions: tuple[str | None, ...] = ()
 
     @classmethod
     def of(cls, frames: Sequence[SeenFrame], exception_row: int | None, style: str) -> Traceback:
         """A traceback of `frames`, innermost first."""
         stack = tuple((seen.frame.norm_path, seen.frame.line) for seen in frames)
-        return cls(tuple(frames), exception_row, style, stack)
+        functions = tuple(function_name(seen.frame.func) for seen in frames)
+        return cls(tuple(frames), exception_row, style, stack, functions)
+
+
+def function_name(func: str | None) -> str | None:
+    """The bare name of a frame's function as a record names it: "DataFrame.set_index",
+    "set_index(self, keys)" and "pandas.core.frame.DataFrame.set_index" are all "set_index"."""
+    if not func:
+        return None
+    name = func.strip().split("(", 1)[0].strip()
+    name = name.rpartition(".")[2].rpartition("::")[2]
+    return name or None
 
 
 def service_of(line: str | None) -> str | None:

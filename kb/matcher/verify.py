@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from kb.logtext import LEVEL_WORDS, exception_of, strip_prefix, unrepr_message
+from kb.logtext import LEVEL_WORDS, exception_of, repr_exception, strip_prefix, unrepr_message
 from kb.matcher.cache import Pattern
 
 # A message may run on over this many lines when a value in it has newlines.
@@ -91,6 +91,11 @@ def subjects(lines: Sequence[str], line_index: int, pattern: Pattern, final: boo
         plain = unrepr_message(exc[1])
         if plain is not None:
             out.append(Subject(line_index, line_index, f"{exc[0]}: {plain}"))
+    elif exc is None and ("('" in one or '("' in one):
+        # an exception shown as its repr inside the line: `raised ValueError('...')`
+        shown = repr_exception(one)
+        if shown is not None:
+            out.append(Subject(line_index, line_index, f"{shown[0]}: {shown[1]}"))
     if '\\"' in one or "\\'" in one:
         # a message quoted inside a quoted field (logfmt error="...", a JSON string kept
         # whole): its own quotes arrive escaped

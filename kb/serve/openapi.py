@@ -86,13 +86,37 @@ SCHEMAS: Final[dict[str, Any]] = {
             "min_score": {"type": "number", "minimum": 0, "maximum": 1, "default": 0.5},
         },
     },
+    "Unmatched": {
+        "description": "An error-looking line no record explains, with `kb search` hits.",
+        "type": "object",
+        "required": ["line", "text", "error_class", "frame", "suggestions"],
+        "properties": {
+            "line": {"type": "integer", "minimum": 1},
+            "text": {"type": "string"},
+            "error_class": {"type": ["string", "null"]},
+            "frame": {"type": ["string", "null"]},
+            "occurrences": {"type": "integer", "minimum": 1},
+            "suggestions": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "required": ["id", "score", "errorMessage"],
+                    "properties": {
+                        "id": {"type": "string"},
+                        "score": {"type": "number"},
+                        "errorMessage": {"type": "string"},
+                    },
+                },
+            },
+        },
+    },
     "MatchResponse": {
         "description": "The same object as `kb match --json` (matches best first).",
         "type": "object",
-        "required": ["matches", "stats"],
+        "required": ["matches", "unmatched", "stats"],
         "properties": {
             "matches": {"type": "array", "items": _ref("Match")},
-            "unmatched": {"type": "array", "items": {"type": "object"}},
+            "unmatched": {"type": "array", "items": _ref("Unmatched")},
             "stats": {"type": "object"},
         },
     },

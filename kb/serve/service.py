@@ -149,6 +149,7 @@ class Service:
                     self.index = self.kb.matcher(rebuild=True)
                 index = self.index
             report = index.match(_StoppableLog(log_bytes, stop), top=top, min_score=min_score)
+        report.add_suggestions(self.kb.related)  # for the lines no record explains
         wanted = [m.id for m in report.matches]
         wanted += [alt for m in report.matches for alt, _score in m.alternatives]
         return Found(report, self.records(wanted, index.revision))

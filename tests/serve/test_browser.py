@@ -106,7 +106,12 @@ def test_a_pasted_log_shows_the_records_solutions(browser: Any, server: LiveServ
     # kb.js ran under the Content-Security-Policy: it shows the copy buttons it wires up.
     copy = browser.find_element(By.CSS_SELECTOR, "article.error button.copy")
     assert copy.is_displayed()
+    label = copy.text
     copy.click()
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    # The clipboard answers through a promise: the label changes when it settles.
+    WebDriverWait(browser, 10).until(lambda _driver: copy.text != label)
     assert copy.text in ("Copied", "Copy failed: open the markdown below")
     assert full_page_screenshot(browser, "serve-match-desktop.png", DESKTOP[0]).stat().st_size
 
