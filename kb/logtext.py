@@ -429,11 +429,13 @@ def split_lines(text: str, base: int = 1, data: bytes | None = None) -> LineBloc
     if text.startswith("\ufeff"):
         text, data = text[1:], None
     first: list[int] | None = None
+    old_mac = False
     if "\r" in text:
         data = None
         text = text.replace("\r\n", "\n")
         if "\r" in text and "\n" not in text.rstrip("\r"):
             text = text.replace("\r", "\n")  # old Mac line endings
+            old_mac = True
     raw = text.split("\n")
     if text.endswith("\n"):
         raw.pop()
@@ -450,7 +452,7 @@ def split_lines(text: str, base: int = 1, data: bytes | None = None) -> LineBloc
             else:
                 lines.append(line)
                 first.append(base + n)
-    if text is orig or (text == orig[1:] and orig.startswith("\ufeff")):
+    if old_mac or text is orig or (text == orig[1:] and orig.startswith("\ufeff")):
         consumed = len(raw)  # the same as counting newlines in the original text
     else:
         consumed = orig.count("\n") + (0 if orig.endswith("\n") else 1)
@@ -654,7 +656,7 @@ def _blocks_of(chunks: Iterable[str | bytes], block_bytes: int) -> Iterator[Line
         block = split_lines(text, base, raw)
         # A line too long to wait for its end (4 * block_bytes) is cut: the next block goes
         # on with the same line of the log, not the one after it.
-        base += block.consumed - (0 if text.endswith("\n") else 1)
+        base += block.consumed - (0 if text.endswith(("\n", "\r")) else 1)
         yield block
     if pending_b:
         yield split_lines(pending_b.decode("utf-8", "replace"), base, pending_b)
