@@ -11,6 +11,7 @@ in memory: the block, with the tail of the one before it (CARRY_LINES) in front.
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Final
 
@@ -171,8 +172,11 @@ class LogScan:
         near_misses: Callable[[], NearMissSearch],
         top: int,
         min_score: float,
+        deadline: float | None = None,
     ) -> None:
         self.reader = reader
+        self.deadline = deadline  # time.monotonic() past which the scan stops reading
+        self.stopped: str | None = None  # "timeout" when it did
         self.prefilter = prefilter
         self.verifier = verifier
         self.scorer = scorer
@@ -224,10 +228,14 @@ class LogScan:
                     previous = current = BlockScan(self.prefilter, block)
                     continue
                 previous.result()  # done before the next block's scan starts
+                if self._out_of_time():
+                    break
                 current = BlockScan(self.prefilter, block)
                 self._block(previous, final=False)
                 previous = current
-            if previous is not None:
+            if self.stopped is not None:
+                self._finalize(None)  # the blocks worked on so far, reported
+            elif previous is not None:
                 self._block(previous, final=True)
             else:
                 self._finalize(None)
@@ -236,6 +244,12 @@ class LogScan:
             # scratch spaces: the next match() would find them in use.
             if current is not None:
                 current.wait()
+
+    def _out_of_time(self) -> bool:
+        """Whether the deadline has passed (then the scan stops, and says so)."""
+        if self.deadline is not None and time.monotonic() >= self.deadline:
+            self.stopped = "timeout"
+        return self.stopped is not None
 
     # ---- one block: key hits, frames, exception lines, verification ------------------------
 
@@ -391,6 +405,8 @@ class LogScan:
     ) -> None:
         """Verify candidate patterns, (pattern, line) each; a line's subjects cut out once
         for all the patterns that need the same lines."""
+        if self._out_of_time():
+            return  # a block of many candidates stops between batches
         reader = self.reader
         reader.load_patterns(p for p, _ in pending)
         for p, line_index in pending:
