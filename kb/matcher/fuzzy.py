@@ -20,7 +20,8 @@ from rapidfuzz import fuzz, process
 from rapidfuzz.distance import Indel
 
 from kb.matcher.cache import TEMPLATE_MIN_CHARS, CacheReader, normalize_template, words_of
-from kb.matcher.evidence import Alignment, ScoringConfig
+from kb.matcher.evidence import Alignment
+from kb.matcher.scoring import ScoringConfig
 from kb.patterns import message_pieces
 
 GAP: Final = "\x00"  # stands for a placeholder in a template being aligned with a log line

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Final
 from kb import logtext
 from kb.logtext import cut_message, exception_of, strip_prefix, unrepr_message
 from kb.matcher.cache import TEMPLATE_MIN_CHARS, normalize_template
-from kb.matcher.evidence import Candidate, is_builtin_message, package_of_path
+from kb.matcher.evidence import is_builtin_message, package_of_path
+from kb.matcher.scorer import Candidate
 from kb.matcher.tracebacks import SOURCE_LINE_RE, Traceback, function_name
 from kb.matcher.verify import VALUE_STOP_RE, Hit
 

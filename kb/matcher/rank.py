@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from kb.logtext import strip_prefix
-from kb.matcher.evidence import Candidate
+from kb.matcher.scorer import Candidate
 from kb.text import clip
 
 # Readings of a record by its exact words, which stand over a near miss of it.

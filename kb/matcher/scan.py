@@ -32,14 +32,10 @@ from kb.matcher.cache import (
     Pattern,
     normalize_template,
 )
-from kb.matcher.evidence import (
-    Candidate,
-    Scorer,
-    calibrated,
-    uncalibrated,
-)
+from kb.matcher.evidence import calibrated, uncalibrated
 from kb.matcher.prefilter import BlockScan, Prefilter, lines_at
 from kb.matcher.rank import Matches, Unmatched, rank, to_match
+from kb.matcher.scorer import Candidate, Scorer
 from kb.matcher.tracebacks import (
     CODE_LINE_RE,
     PYTHON_STYLES,
