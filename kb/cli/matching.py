@@ -135,7 +135,9 @@ def match(
     elif fmt == "json":
         click.echo(render.to_json(render.matches_json(report, records)))
     elif fmt == "markdown":
-        show_text(render.matches_markdown(report, records, label), no_pager)
+        from kb import markdown
+
+        show_text(markdown.matches_markdown(report, records, label), no_pager)
     else:
         show_text(render.matches_text(report, records, style_for(color), label), no_pager)
     ctx.exit(EXIT_OK if report.matches else EXIT_NOTHING_FOUND)

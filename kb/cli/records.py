@@ -90,7 +90,9 @@ def search(
         for suggestion in response.suggestions:
             click.echo(f"Did you mean: {render.safe(suggestion, multiline=False)}?", err=True)
     elif fmt == "markdown":
-        show_text(render.search_markdown(response), no_pager)
+        from kb import markdown
+
+        show_text(markdown.search_markdown(response), no_pager)
     else:
         show_text(render.search_text(response, style_for(color)), no_pager)
     ctx.exit(EXIT_OK if response.results else EXIT_NOTHING_FOUND)
@@ -120,7 +122,9 @@ def show(ctx: click.Context, key: str, fmt: str, color: str, no_pager: bool) -> 
         return
     repository = kb.repository(record["repo"])
     if fmt == "markdown":
-        show_text(render.record_markdown(record, repository=repository), no_pager)
+        from kb import markdown
+
+        show_text(markdown.record_markdown(record, repository=repository), no_pager)
     else:
         show_text(render.record_text(record, style_for(color), repository), no_pager)
 
