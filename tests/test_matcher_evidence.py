@@ -8,7 +8,7 @@ import itertools
 
 import pytest
 
-from kb.logtext import Frame
+from kb.logline import Frame
 from kb.matcher.cache import Pattern, Record
 from kb.matcher.evidence import (
     Alignment,

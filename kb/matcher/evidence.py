@@ -17,7 +17,7 @@ from collections.abc import Container, Iterable, Sequence
 from enum import Enum
 from typing import Final, NamedTuple
 
-from kb.logtext import exception_of, strip_prefix
+from kb.logline import exception_of, strip_prefix
 from kb.matcher.cache import package_of_file
 from kb.matcher.scoring import ScoringConfig
 

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from kb.logtext import strip_prefix
+from kb.logline import strip_prefix
 from kb.matcher.cache import normalize_template
 from kb.matcher.scorer import Candidate
 from kb.text import clip

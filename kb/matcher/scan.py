@@ -14,15 +14,9 @@ import re
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Final
 
-from kb import logtext
-from kb.logtext import (
-    LineBlock,
-    exception_of,
-    level_of,
-    raised_line,
-    repr_exception,
-    strip_prefix,
-)
+from kb import logline
+from kb.logline import exception_of, level_of, raised_line, repr_exception, strip_prefix
+from kb.logtext import LineBlock
 from kb.matcher.cache import (
     CODE,
     FRAME,
@@ -189,7 +183,7 @@ class LogScan:
         """The stack frame on a line of the window (in `style` only, if given), read once."""
         row = self.window.first_row + line_index
         if row not in self.frames:
-            frame = logtext.parse_frame(self.window.lines[line_index])
+            frame = logline.parse_frame(self.window.lines[line_index])
             if frame is not None and (style is None or frame.style == style):
                 self.frames[row] = SeenFrame(row, self.window.line_nos[line_index], frame)
 
@@ -343,7 +337,7 @@ class LogScan:
         below = {
             t.frames[0].row: t
             for t in tracebacks
-            if t.style in logtext.INNERMOST_FIRST and t.frames
+            if t.style in logline.INNERMOST_FIRST and t.frames
         }
         clusters: list[list[Hit]] = []
         for hit in sorted(ready, key=lambda h: (h.first, h.last)):

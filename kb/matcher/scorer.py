@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from kb.logtext import Frame
+from kb.logline import Frame
 from kb.matcher.cache import Record
 from kb.matcher.evidence import (
     NOT_SHOWN,
