@@ -44,8 +44,8 @@ from kb.patterns import (
     backtracking_unbounded,
     message_pieces,
     prepare,
-    relax,
 )
+from kb.relax import relax
 from kb.sql import select_in
 
 if TYPE_CHECKING:
