@@ -1,8 +1,8 @@
 """Building the matcher's cache: every record's pattern prepared, the prefilter compiled.
 
-The only part of the matcher that needs kb.patterns (to prepare patterns), hashlib and
-tempfile; a match only reads what this wrote (kb.matcher.cache). Run once per knowledge-base
-revision, right after an import.
+The only part of the matcher that needs kb.patterns and kb.relax (to prepare patterns),
+hashlib and tempfile; a match only reads what this wrote (kb.matcher.cache). Run once per
+knowledge-base revision, right after an import.
 """
 
 from __future__ import annotations
