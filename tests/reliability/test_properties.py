@@ -337,21 +337,21 @@ LOG_TEXT = st.text(max_size=300) | st.lists(LOG_PIECES | st.text(max_size=8), ma
 def test_the_log_reader_never_raises_and_numbers_lines_in_order(
     text: str, block_bytes: int, as_bytes: bool
 ) -> None:
-    from kb import logtext
+    from kb import logline, logtext
 
     source: str | bytes = text.encode("utf-8", "surrogatepass") if as_bytes else text
     numbers: list[tuple[int, int]] = []
     for block in logtext.blocks(source, block_bytes=block_bytes):
         for i, line in enumerate(block.lines):
             numbers.append((block.line_no(i), block.end_line_no(i)))
-            logtext.strip_prefix(line)
-            logtext.level_of(line)
-            logtext.exception_of(line)
-            logtext.raised_line(line)
-            logtext.repr_exception(line)
-            logtext.parse_frame(line)
-            logtext.cut_message(line)
-            logtext.unrepr_message(line)
+            logline.strip_prefix(line)
+            logline.level_of(line)
+            logline.exception_of(line)
+            logline.raised_line(line)
+            logline.repr_exception(line)
+            logline.parse_frame(line)
+            logline.cut_message(line)
+            logline.unrepr_message(line)
     assert all(first <= last for first, last in numbers)
     assert [first for first, _ in numbers] == sorted(first for first, _ in numbers)
     assert all(last <= text.count("\n") + text.count("\r") + 1 for _, last in numbers)
@@ -404,6 +404,7 @@ def test_the_pattern_translator_never_raises(message_pattern: str, error_message
     and what it gives runs in RE2 or is marked invalid."""
     from kb import patterns
     from kb.regex import compile_re2
+    from kb.relax import relax
 
     prepared = patterns.prepare(message_pattern, error_message)
     assert prepared.engine in ("re2", "guarded", "invalid")
@@ -412,5 +413,5 @@ def test_the_pattern_translator_never_raises(message_pattern: str, error_message
         compile_re2(prepared.regex)  # what is marked re2 compiles in RE2
     patterns.translate_js(message_pattern)
     if prepared.regex is not None:
-        patterns.relax(prepared.regex)
+        relax(prepared.regex)
         patterns.backtracking_unbounded(prepared.regex)
