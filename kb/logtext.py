@@ -286,15 +286,18 @@ def _unwrap(block: LineBlock, width: int) -> LineBlock:
             first.append(block.line_no(i))
             last.append(block.end_line_no(i))
         following = block.lines[i + 1] if i + 1 < len(block.lines) else ""
-        # A row of the width in a run of rows of one kind ("Loading shard 1 of 4 ...") is a
-        # whole record, and so is one that the next line starts the same way.
+        # A row of the width in a run of rows of one kind ("Loading shard 1 of 4 ...": their
+        # words after any log prefix open alike) is a whole record, and so is one that the next
+        # line starts the same way.
         previous = block.lines[i - 1] if i and not joining else ""
         joining = (
             len(line) == width
             and bool(following)
             and not starts_record(following)
             and not _same_start(line, following)
-            and not (len(previous) == width and _same_start(previous, line))
+            and not (
+                len(previous) == width and _same_start(strip_prefix(previous), strip_prefix(line))
+            )
         )
     return LineBlock(lines, block.base, first, last)
 
