@@ -568,6 +568,17 @@ def matches_json(report: Any, records: dict[str, dict[str, Any]]) -> dict[str, A
 # --------------------------------------------------------------------------- search results
 
 
+# How the search output names a filter (kb.search.Resolved.name is the dataset's key).
+FILTER_NAMES: Final = {
+    "repo": "repo",
+    "tags": "tag",
+    "errorClass": "error class",
+    "errorCode": "code",
+    "errorType": "type",
+    "severity": "severity",
+}
+
+
 def search_text(response: Any, style: Style) -> str:
     """One block a result: id, repo, class, the message as a template, a summary, the command."""
     out: list[str] = []
@@ -578,6 +589,11 @@ def search_text(response: Any, style: Style) -> str:
                 f"showing results for {safe(response.corrected, multiline=False)!r}."
             )
         )
+    for item in getattr(response, "resolved", []):
+        if list(item.values) != [item.typed]:  # a filter meant other stored values: say which
+            meant = ", ".join(safe(value, multiline=False) for value in item.values)
+            name = FILTER_NAMES.get(item.name, item.name)
+            out.append(style.dim(f"{name} {safe(item.typed, multiline=False)!r} means {meant}."))
     shown = len(response.results)
     if response.query:
         head = (

@@ -305,6 +305,9 @@ def test_a_repository_by_its_short_name_finds_every_repository_of_that_name(
     assert out["filters"] == {"repo": ["acme/widgets", "other-org/Widgets"]}
     pandas = json.loads(invoke("search", "--repo", "pandas", "--json").stdout)
     assert {r["repo"] for r in pandas["results"]} == {"pandas-dev/pandas"}
+    text = invoke("search", "--repo", "widgets", "kv", "cache").stdout
+    assert text.startswith("repo 'widgets' means acme/widgets, other-org/Widgets.\n2 of 2 ")
+    assert "repo 'acme/widgets' means" not in invoke("search", "--repo", "acme/widgets").stdout
 
 
 def _improperly_configured(tmp_path: Path) -> Path:
@@ -354,6 +357,8 @@ def test_a_class_by_its_qualified_name_prefers_the_records_of_its_module(
         assert ids_of_json(out)[0] == "00000000000000d2", args
         assert set(ids_of_json(out)) == {"00000000000000d1", "00000000000000d2", "00000000000000d3"}
         assert out["filters"] == {"errorClass": ["ImproperlyConfigured"]}
+    text = invoke("search", qualified).stdout
+    assert text.startswith(f"error class {qualified!r} means ImproperlyConfigured.\n")
     celery = json.loads(invoke("search", "celery.exceptions.ImproperlyConfigured", "--json").stdout)
     assert ids_of_json(celery)[0] == "00000000000000d1"
     assert celery["method"] == "error-class"
