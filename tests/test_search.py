@@ -280,6 +280,7 @@ def test_related_records_for_a_log_line_come_from_its_uncommon_words(
         ("--error-class", "KEYERROR", "KeyError"),
         ("--repo", "Pandas-Dev/Pandas", "pandas-dev/pandas"),
         ("--tag", "PyTorch", "pytorch"),
+        ("--severity", "ERROR", "error"),
     ],
 )
 def test_filters_ignore_case(loaded: Any, option: str, typed: str, exact: str) -> None:
@@ -287,7 +288,9 @@ def test_filters_ignore_case(loaded: Any, option: str, typed: str, exact: str) -
     got = loaded("search", option, typed, "--limit", "1000", "--json")
     assert got.exit_code == 0, got.output
     assert ids_of(got) == ids_of(wanted) and ids_of(got)
-    name = {"--error-class": "errorClass", "--repo": "repo", "--tag": "tags"}[option]
+    name = {"--error-class": "errorClass", "--repo": "repo", "--tag": "tags"}.get(
+        option, "severity"
+    )
     assert json.loads(got.stdout)["filters"] == {name: [exact]}
 
 
