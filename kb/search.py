@@ -383,8 +383,7 @@ class Searcher:
                 f"SELECT DISTINCT {column} FROM {table} WHERE lower({column}) = ?",
                 [typed.lower()],
             )
-        values = sorted(str(row[0]) for row in rows)
-        return (typed,) if typed in values else tuple(values)
+        return tuple(sorted(str(row[0]) for row in rows))
 
     def _repos(self, typed: str) -> tuple[str, ...]:
         """A repository by its name whatever the case, else by its short name (`pandas` for
