@@ -266,6 +266,23 @@ def wait_until_open(process: subprocess.Popen[Any], name: str, timeout: float = 
     raise AssertionError(f"the process never opened {name}")
 
 
+def wait_until_reading_a_pipe(process: subprocess.Popen[Any], timeout: float = 30) -> None:
+    """Until the process's main thread waits in a pipe's read (Linux's /proc wchan names the
+    kernel function: `pipe_read`, `anon_pipe_read`): where a Ctrl-C finds it when a paste or
+    a feed has paused. On a loaded machine a fixed sleep may find it still setting up."""
+    wchan = Path(f"/proc/{process.pid}/wchan")
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert process.poll() is None, process.communicate()
+        try:
+            if "pipe" in wchan.read_text():
+                return
+        except OSError:
+            break
+        time.sleep(0.02)
+    time.sleep(0.3)  # no wchan here: give it the time it usually needs
+
+
 needs_proc = pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs /proc")
 
 
@@ -285,7 +302,7 @@ def test_ctrl_c_during_an_import_exits_130_and_says_nothing_was_stored(tmp_path:
         feed.write("".join(json.dumps(r) + "\n" for r in corpus_records(5)))
         feed.flush()
         wait_until_open(kb, "kb.sqlite3")
-        time.sleep(0.3)
+        wait_until_reading_a_pipe(kb)
         kb.send_signal(signal.SIGINT)
         _, stderr = kb.communicate(timeout=30)
     assert kb.returncode == 130
@@ -311,7 +328,7 @@ def test_ctrl_c_during_a_match_exits_130_with_one_line(tmp_path: Path) -> None:
     kb.stdin.write(SEED_LINE + "\n")
     kb.stdin.flush()  # and the paste never ends
     wait_until_open(kb, "matcher.sqlite3")
-    time.sleep(0.3)
+    wait_until_reading_a_pipe(kb)
     kb.send_signal(signal.SIGINT)
     _, stderr = kb.communicate(timeout=30)
     assert kb.returncode == 130
