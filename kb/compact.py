@@ -10,7 +10,7 @@ import re
 from collections.abc import Sequence
 from typing import Any, Final
 
-from kb.logtext import INNERMOST_FIRST, parse_frame, strip_ansi, strip_prefix
+from kb.logline import INNERMOST_FIRST, parse_frame, strip_ansi, strip_prefix
 from kb.matcher.evidence import is_user_code
 from kb.render import safe
 from kb.text import clip

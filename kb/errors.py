@@ -1,6 +1,6 @@
 """The one exception family kb raises, and the exit codes the CLI maps it to.
 
-Library code raises these; only kb/cli.py turns them into messages and exit codes.
+Library code raises these; only kb/cli/ turns them into messages and exit codes.
 """
 
 from __future__ import annotations

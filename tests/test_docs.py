@@ -17,7 +17,10 @@ README = (Path(__file__).parent.parent / "README.md").read_text()
 
 def all_commands() -> list[tuple[str, click.Command]]:
     out: list[tuple[str, click.Command]] = []
-    for name, command in cli.commands.items():
+    ctx = click.Context(cli)
+    for name in cli.list_commands(ctx):
+        command = cli.get_command(ctx, name)
+        assert command is not None, name
         if isinstance(command, click.Group):
             out.extend((f"{name} {sub}", c) for sub, c in command.commands.items())
         else:

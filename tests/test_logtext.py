@@ -6,7 +6,8 @@ import io
 
 import pytest
 
-from kb.logtext import blocks, exception_of, parse_frame, split_lines, strip_prefix, unrepr_message
+from kb.logline import exception_of, parse_frame, strip_prefix, unrepr_message
+from kb.logtext import blocks, split_lines
 
 
 def test_ansi_colours_are_stripped() -> None:
@@ -241,7 +242,7 @@ def test_line_numbers_run_on_across_blocks() -> None:
 def test_an_exception_shown_as_its_repr_is_read_as_class_and_message(
     line: str, exception: tuple[str, str] | None
 ) -> None:
-    from kb.logtext import repr_exception
+    from kb.logline import repr_exception
 
     found = repr_exception(line)
     if exception is None and "swiglu" in line:
@@ -264,7 +265,7 @@ def test_an_exception_shown_as_its_repr_is_read_as_class_and_message(
 def test_a_mark_where_a_logger_or_a_paste_cut_a_message_is_taken_off(
     message: str, cut: bool
 ) -> None:
-    from kb.logtext import cut_message
+    from kb.logline import cut_message
 
     stem, was_cut = cut_message(message)
     assert was_cut is cut
@@ -272,7 +273,7 @@ def test_a_mark_where_a_logger_or_a_paste_cut_a_message_is_taken_off(
 
 
 def test_the_line_under_a_traceback_is_its_exception_whatever_the_class_is_called() -> None:
-    from kb.logtext import raised_line
+    from kb.logline import raised_line
 
     assert raised_line("sympy.polys.polyerrors.NotAlgebraic: 1 + x doesn't seem algebraic") == (
         "sympy.polys.polyerrors.NotAlgebraic",

@@ -293,7 +293,7 @@ def test_a_slow_step_is_announced_on_a_terminal_only_once_it_takes_a_moment(
 ) -> None:
     import time
 
-    from kb.cli import SlowNotice
+    from kb.cli.shared import SlowNotice
 
     quick_one = SlowNotice()
     quick_one("Fetching ...")

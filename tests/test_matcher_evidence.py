@@ -8,14 +8,12 @@ import itertools
 
 import pytest
 
-from kb.logtext import Frame
+from kb.logline import Frame
 from kb.matcher.cache import Pattern, Record
 from kb.matcher.evidence import (
-    DEFAULT_SCORING,
     Alignment,
     Raiser,
     Says,
-    Scorer,
     class_on_line,
     code_base,
     distance_weight,
@@ -31,6 +29,8 @@ from kb.matcher.evidence import (
     pattern_base,
     stack_evidence,
 )
+from kb.matcher.scorer import Scorer
+from kb.matcher.scoring import DEFAULT_SCORING
 from kb.matcher.tracebacks import SeenFrame, Traceback
 from kb.matcher.verify import Hit
 

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 import re2
 
-from kb.patterns import prepare, relax, translate_js
+from kb.patterns import prepare, translate_js
+from kb.relax import relax
 
 FIXTURES = Path(__file__).parent / "fixtures" / "matcher"
 

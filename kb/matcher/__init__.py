@@ -22,9 +22,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from kb.matcher.cache import CACHE_FILE, FORMAT_VERSION, cache_is_current
-from kb.matcher.evidence import DEFAULT_SCORING, ScoringConfig
 from kb.matcher.index import MatcherIndex, load_index
 from kb.matcher.rank import Match, MatchReport
+from kb.matcher.scoring import DEFAULT_SCORING, ScoringConfig
 
 if TYPE_CHECKING:
     from kb.matcher.build import PatternSource, build_index, sources_from_records, write_index

@@ -1,8 +1,8 @@
 """Building the matcher's cache: every record's pattern prepared, the prefilter compiled.
 
-The only part of the matcher that needs kb.patterns (to prepare patterns), hashlib and
-tempfile; a match only reads what this wrote (kb.matcher.cache). Run once per knowledge-base
-revision, right after an import.
+The only part of the matcher that needs kb.patterns and kb.relax (to prepare patterns),
+hashlib and tempfile; a match only reads what this wrote (kb.matcher.cache). Run once per
+knowledge-base revision, right after an import.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import hyperscan
 
-from kb import logtext
+from kb import logline
 from kb.matcher.cache import (
     CACHE_FILE,
     CODE,
@@ -44,8 +44,8 @@ from kb.patterns import (
     backtracking_unbounded,
     message_pieces,
     prepare,
-    relax,
 )
+from kb.relax import relax
 from kb.sql import select_in
 
 if TYPE_CHECKING:
@@ -66,7 +66,7 @@ MAX_KEY_CHARS: Final = 2000
 # log, run in a thread beside the Python work), so shards are as few and as even as this allows.
 SHARD_KEYS = 56_000
 # Words shaped like codes that name log levels, outcomes or protocols, never error codes.
-NOT_CODES: Final = frozenset(logtext.LEVELS) | {
+NOT_CODES: Final = frozenset(logline.LEVELS) | {
     "OK", "FAIL", "FAILED", "FAILURE", "SUCCESS", "PASS", "PASSED", "TRUE", "FALSE", "NONE",
     "NULL", "GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS", "HTTP", "HTTPS", "UTC",
     "GMT", "JSON", "XML", "SQL", "API", "URL",

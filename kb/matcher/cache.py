@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Concatenate, Final, ParamSpec, TypeVar
 
 from kb.errors import DatabaseError
-from kb.logtext import Frame
+from kb.logline import Frame
 from kb.sql import select_in
 
 # Bumped whenever what is written changes; a cache of another format is rebuilt.

@@ -20,14 +20,15 @@ from rapidfuzz import fuzz, process
 from rapidfuzz.distance import Indel
 
 from kb.matcher.cache import TEMPLATE_MIN_CHARS, CacheReader, normalize_template, words_of
-from kb.matcher.evidence import Alignment, ScoringConfig
+from kb.matcher.evidence import Alignment
+from kb.matcher.scoring import ScoringConfig
 from kb.patterns import message_pieces
 
 GAP: Final = "\x00"  # stands for a placeholder in a template being aligned with a log line
 # bm25's usual constants: term-frequency saturation and length normalisation.
 BM25_K1: Final = 1.2
 BM25_B: Final = 0.75
-# A cut message (kb.logtext.cut_message) is lined up with the template's first part, tried at
+# A cut message (kb.logline.cut_message) is lined up with the template's first part, tried at
 # these shares of the message's length (words added or dropped before the cut move it)...
 CUT_SHARES: Final = (0.75, 0.9, 1.0, 1.1, 1.25, 1.45)
 # ... where a placeholder stands for a value of about this many characters.

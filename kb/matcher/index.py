@@ -11,10 +11,11 @@ from typing import IO, TYPE_CHECKING
 
 from kb import logtext
 from kb.matcher.cache import CACHE_FILE, CacheReader, file_identity, open_current
-from kb.matcher.evidence import DEFAULT_SCORING, Scorer, ScoringConfig
 from kb.matcher.prefilter import Prefilter
 from kb.matcher.rank import MatchReport
 from kb.matcher.scan import LogScan
+from kb.matcher.scorer import Scorer
+from kb.matcher.scoring import DEFAULT_SCORING, ScoringConfig
 from kb.matcher.verify import Verifier
 
 if TYPE_CHECKING:

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
-from kb import logtext
-from kb.logtext import cut_message, exception_of, strip_prefix, unrepr_message
+from kb import logline
+from kb.logline import cut_message, exception_of, strip_prefix, unrepr_message
 from kb.matcher.cache import TEMPLATE_MIN_CHARS, normalize_template
-from kb.matcher.evidence import Candidate, is_builtin_message, package_of_path
+from kb.matcher.evidence import is_builtin_message, package_of_path
+from kb.matcher.scorer import Candidate
 from kb.matcher.tracebacks import SOURCE_LINE_RE, Traceback, function_name
 from kb.matcher.verify import VALUE_STOP_RE, Hit
 
@@ -162,7 +163,7 @@ def continuation(scan: LogScan, line_index: int) -> tuple[str, int]:
             not body.strip()
             or VALUE_STOP_RE.match(body)
             or exception_of(body.strip()) is not None
-            or logtext.parse_frame(body) is not None
+            or logline.parse_frame(body) is not None
         ):
             break
         more.append(body)

@@ -3,7 +3,8 @@ same error found again is folded into the match that found it first.
 
 A Match names its best record, lists the near-duplicates that tie with it (one message raised
 from hundreds of files) and the next best up to `top` records in all; a MatchReport holds the
-matches of one log, best first.
+matches of one log, best first. Whether a reading is settled (no near miss needs looking for)
+is decided here too.
 """
 
 from __future__ import annotations
@@ -13,8 +14,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from kb.logtext import strip_prefix
-from kb.matcher.evidence import Candidate
+from kb.logline import strip_prefix
+from kb.matcher.cache import normalize_template
+from kb.matcher.scorer import Candidate
 from kb.text import clip
 
 # Readings of a record by its exact words, which stand over a near miss of it.
@@ -34,6 +36,9 @@ MAX_TIES: Final = 20
 MAX_OTHER_LINES: Final = 100
 # Match.duplicates lists every tying record (one message raised from 445 model files), capped.
 MAX_DUPLICATES: Final = 1000
+# A phrase's placeholders that swallowed this many words of prose may hide a specific
+# template's words (then the near misses are looked up).
+PROSE_WORDS: Final = 2
 # "did you mean": the valid choices a capture lists, and how close the bad value must be.
 SUGGEST_CUTOFF: Final = 80
 MIN_CHOICES: Final = 3
@@ -309,3 +314,25 @@ def suggest(captures: Sequence[str]) -> str | None:
             if best is not None:
                 return f"did you mean '{best[0]}'?"
     return None
+
+
+def settled(candidates: list[Candidate], min_score: float) -> bool:
+    """Whether a reading of a place in the log is sure enough that no near miss needs
+    looking for: a pattern or code reading, not doubted by its traceback, not a phrase
+    that may hide a specific template, scoring min_score (the best one, almost always)."""
+    for cand in sorted(candidates, key=lambda c: -c.score):
+        if cand.score < min_score:
+            return False
+        if cand.method != "frame" and not cand.doubted and not may_read_better(cand):
+            return True
+    return False
+
+
+def may_read_better(cand: Candidate) -> bool:
+    """Whether a specific template may read a phrase's line better: the phrase has nothing
+    but its words behind it, and its placeholders swallowed prose ("MRV set computation
+    for derivatives" into "{func} not implemented"), not values ("<class 'str'>", 64)."""
+    if not (cand.phrase and cand.unsupported):
+        return False
+    swallowed = normalize_template(" ".join(cand.hit.captures))
+    return len(swallowed.split()) >= PROSE_WORDS

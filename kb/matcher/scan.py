@@ -5,7 +5,7 @@ candidate patterns, which are verified. Once the lines after a hit are read (LOO
 its hits are grouped, given their traceback, scored and ranked into matches; tracebacks whose
 message matched no pattern are tried by their raise site, and unexplained exception lines as
 near misses. Rows are logical lines of the whole log (0-based); the window is the lines kept
-in memory: the block, with the tail of the one before it (CARRY_LINES) in front.
+in memory (kb.matcher.window).
 """
 
 from __future__ import annotations
@@ -14,15 +14,9 @@ import re
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Final
 
-from kb import logtext
-from kb.logtext import (
-    LineBlock,
-    exception_of,
-    level_of,
-    raised_line,
-    repr_exception,
-    strip_prefix,
-)
+from kb import logline
+from kb.logline import exception_of, level_of, raised_line, repr_exception, strip_prefix
+from kb.logtext import LineBlock
 from kb.matcher.cache import (
     CODE,
     FRAME,
@@ -30,16 +24,12 @@ from kb.matcher.cache import (
     TEMPLATE_MIN_CHARS,
     CacheReader,
     Pattern,
-    normalize_template,
 )
-from kb.matcher.evidence import (
-    Candidate,
-    Scorer,
-    calibrated,
-    uncalibrated,
-)
+from kb.matcher.evidence import calibrated, uncalibrated
 from kb.matcher.prefilter import BlockScan, Prefilter, lines_at
-from kb.matcher.rank import Matches, Unmatched, rank, to_match
+from kb.matcher.raisesite import raise_site_candidates
+from kb.matcher.rank import Matches, Unmatched, rank, settled, to_match
+from kb.matcher.scorer import Candidate, Scorer
 from kb.matcher.tracebacks import (
     CODE_LINE_RE,
     PYTHON_STYLES,
@@ -50,12 +40,11 @@ from kb.matcher.tracebacks import (
     is_quoted_source,
 )
 from kb.matcher.verify import Hit, Verifier, has_code, subjects
+from kb.matcher.window import Window
 
 if TYPE_CHECKING:
     from kb.matcher.fuzzy import NearMiss, NearMissSearch
 
-# Lines of earlier blocks kept for context (tracebacks above a message, messages split over lines).
-CARRY_LINES: Final = 160
 # Lines after a hit that may still hold its stack frames (JavaScript, Java, Go print them below).
 LOOKAHEAD_LINES: Final = 64
 # How far above an exception line its traceback may start.
@@ -75,9 +64,6 @@ SHORT_PASTE_LINES: Final = 40
 RESEMBLES: Final = 0.7
 # Levels of lines that are not errors, whatever they resemble.
 CHATTER_LEVELS: Final = frozenset({"TRACE", "DEBUG", "INFO", "NOTICE", "WARN"})
-# A phrase's placeholders that swallowed this many words of prose may hide a specific
-# template's words (then the near misses are looked up).
-PROSE_WORDS: Final = 2
 # A phrase template's score next to a specific one reading the same text: just below it.
 PHRASE_BELOW: Final = 0.99
 # A near miss reads a line better than the phrase that matched it when this many times as
@@ -87,38 +73,6 @@ PHRASE_MARGIN: Final = 2.0
 # bytes finds them, since ".py:" alone is on every line of some logs ("[loggers.py:123]").
 PYTEST_LOC_RE: Final = re.compile(r"\.py:\d+: ")
 PYTEST_LOC_BYTES_RE: Final = re.compile(rb"\.py:\d+: ")
-
-
-class Window:
-    """The lines kept in memory: a block, with the tail of the one before it in front."""
-
-    def __init__(self) -> None:
-        self.first_row = 0  # the row of lines[0]
-        self.lines: list[str] = []
-        self.line_nos: list[int] = []  # each line's first line in the original log (1-based)
-        self.end_nos: list[int] = []  # ... and its last (a wrapped line spans several)
-
-    def advance(self, block: LineBlock) -> list[str]:
-        """Move on to the next block, keeping CARRY_LINES of this one in front of it for
-        context; returns the lines kept."""
-        carry = min(CARRY_LINES, len(self.lines))
-        new_nos: Sequence[int] = (
-            block.first
-            if block.first is not None
-            else range(block.base, block.base + len(block.lines))
-        )
-        new_ends = block.last if block.last is not None else new_nos
-        self.first_row += len(self.lines) - carry
-        kept = self.lines[len(self.lines) - carry :]
-        self.lines = kept + block.lines
-        self.line_nos = self.line_nos[len(self.line_nos) - carry :] + list(new_nos)
-        self.end_nos = self.end_nos[len(self.end_nos) - carry :] + list(new_ends)
-        return kept
-
-    def line_at(self, row: int) -> str | None:
-        """A row's text while it is in the window."""
-        index = row - self.first_row
-        return self.lines[index] if 0 <= index < len(self.lines) else None
 
 
 class LogScan:
@@ -229,7 +183,7 @@ class LogScan:
         """The stack frame on a line of the window (in `style` only, if given), read once."""
         row = self.window.first_row + line_index
         if row not in self.frames:
-            frame = logtext.parse_frame(self.window.lines[line_index])
+            frame = logline.parse_frame(self.window.lines[line_index])
             if frame is not None and (style is None or frame.style == style):
                 self.frames[row] = SeenFrame(row, self.window.line_nos[line_index], frame)
 
@@ -383,7 +337,7 @@ class LogScan:
         below = {
             t.frames[0].row: t
             for t in tracebacks
-            if t.style in logtext.INNERMOST_FIRST and t.frames
+            if t.style in logline.INNERMOST_FIRST and t.frames
         }
         clusters: list[list[Hit]] = []
         for hit in sorted(ready, key=lambda h: (h.first, h.last)):
@@ -418,9 +372,11 @@ class LogScan:
                         candidates.append(cand)
             if tb is not None and tb.exception_row is not None:
                 candidates.extend(
-                    self._raise_site_candidates(tb, self.errors.get(tb.exception_row))
+                    raise_site_candidates(
+                        self.reader, self.scorer, self.window, tb, self.errors.get(tb.exception_row)
+                    )
                 )
-            if not self._settled(candidates):
+            if not settled(candidates, self.min_score):
                 # the message matched, but not a record the traceback agrees with: a reworded
                 # message of the raise site the traceback shows may be the answer
                 row = tb.exception_row if tb is not None and tb.exception_row is not None else first
@@ -440,26 +396,6 @@ class LogScan:
             self._emit(candidates)
         return used
 
-    def _settled(self, candidates: list[Candidate]) -> bool:
-        """Whether a reading of a place in the log is sure enough that no near miss needs
-        looking for: a pattern or code reading, not doubted by its traceback, not a phrase
-        that may hide a specific template, scoring min_score (the best one, almost always)."""
-        for cand in sorted(candidates, key=lambda c: -c.score):
-            if cand.score < self.min_score:
-                return False
-            if cand.method != "frame" and not cand.doubted and not self._may_read_better(cand):
-                return True
-        return False
-
-    def _may_read_better(self, cand: Candidate) -> bool:
-        """Whether a specific template may read a phrase's line better: the phrase has nothing
-        but its words behind it, and its placeholders swallowed prose ("MRV set computation
-        for derivatives" into "{func} not implemented"), not values ("<class 'str'>", 64)."""
-        if not (cand.phrase and cand.unsupported):
-            return False
-        swallowed = normalize_template(" ".join(cand.hit.captures))
-        return len(swallowed.split()) >= PROSE_WORDS
-
     def _emit_raise_sites(self, tracebacks: list[Traceback], upto: int | None) -> None:
         """Tracebacks whose message matched no pattern: the raise site may still name the
         record."""
@@ -476,7 +412,7 @@ class LogScan:
                 continue
             self.tracebacks_tried.update((row, inner))
             exception = self.errors.get(tb.exception_row) if tb.exception_row is not None else None
-            candidates = self._raise_site_candidates(tb, exception)
+            candidates = raise_site_candidates(self.reader, self.scorer, self.window, tb, exception)
             if exception is not None and row not in self.near_miss_rows:
                 self.near_miss_rows.add(row)
                 self.aligned = None
@@ -502,46 +438,6 @@ class LogScan:
         return is_quoted_source(
             hit.subject if line is None else line, hit.first, hit.captures, self.frames
         )
-
-    def _raise_site_candidates(
-        self, tb: Traceback, exception: tuple[str, str] | None
-    ) -> list[Candidate]:
-        """Records raised exactly (or nearly) at the traceback's innermost frame."""
-        innermost = tb.frames[0]
-        frame = innermost.frame
-        row = tb.exception_row if tb.exception_row is not None else innermost.row
-        line_index = row - self.window.first_row
-        in_window = 0 <= line_index < len(self.window.line_nos)
-        line_no = self.window.line_nos[line_index] if in_window else innermost.line
-        found = self.reader.file_records(frame)
-        if found is None:
-            return []
-        path, entries = found
-        near = self.scorer.config.frame_near_lines
-        # A raise site is a line: a record without a lineNumber is never found by its file alone.
-        nearby = [
-            (n, rec_idx) for n, rec_idx in entries if n is not None and abs(frame.line - n) <= near
-        ]
-        self.reader.load_records(rec_idx for _, rec_idx in nearby)
-        subject = exception[1] if exception else ""
-        out: list[Candidate] = []
-        for _line_number, rec_idx in nearby:
-            hit = Hit(
-                first=row,
-                last=row,
-                line=line_no,
-                end_line=line_no,
-                method="frame",
-                pattern=None,
-                records=(rec_idx,),
-                subject=subject,
-            )
-            out.append(
-                self.scorer.score_raise_site(
-                    self.reader.record(rec_idx), hit, frame, path, exception
-                )
-            )
-        return out
 
     def _emit(self, candidates: list[Candidate]) -> bool:
         """Turn the best candidate for one place in the log into a Match, if it scores enough."""

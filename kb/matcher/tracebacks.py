@@ -13,7 +13,7 @@ from collections.abc import Callable, Container, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from kb.logtext import INNERMOST_FIRST, Frame, strip_prefix
+from kb.logline import INNERMOST_FIRST, Frame, strip_prefix
 
 # Most lines between two frames of one traceback (source line, ^^^^ markers; IPython: context).
 FRAME_GAP: Final = 4

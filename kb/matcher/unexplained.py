@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Final
 
-from kb.logtext import strip_prefix
+from kb.logline import strip_prefix
 from kb.matcher.cache import normalize_template, words_of
 from kb.matcher.nearmiss import continuation
 from kb.matcher.rank import MAX_SUGGESTED, Unmatched

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from kb.logtext import LEVEL_WORDS, exception_of, repr_exception, strip_prefix, unrepr_message
+from kb.logline import LEVEL_WORDS, exception_of, repr_exception, strip_prefix, unrepr_message
 from kb.matcher.cache import Pattern
 
 # A message may run on over this many lines when a value in it has newlines.

@@ -18,7 +18,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from kb import __version__, render
+from kb import __version__, markdown, render
 from kb.errors import Ambiguous, NotFound
 from kb.matcher import DEFAULT_MIN_SCORE
 from kb.serve.api import DEFAULT_TOP, search_args, service
@@ -132,7 +132,7 @@ def match_views(found: Found) -> list[dict[str, Any]]:
                 "record": record,
                 "raised_at": render.where_raised(record),
                 "alternatives": alternatives,
-                "markdown": render.match_markdown(number, match, record),
+                "markdown": markdown.match_markdown(number, match, record),
             }
         )
     return views
@@ -162,7 +162,7 @@ async def match_form(request: Request) -> Response:
         summary=render.match_summary(found.report, "the pasted log"),
         views=match_views(found),
         unmatched=report.get("unmatched") or [],
-        markdown=render.matches_markdown(found.report, found.records, "the pasted log"),
+        markdown=markdown.matches_markdown(found.report, found.records, "the pasted log"),
     )
 
 
@@ -217,7 +217,7 @@ async def record_page(request: Request) -> Response:
         "record.html",
         title=render.safe(result.get("errorMessage"), multiline=False)[:80],
         record=result,
-        markdown=render.record_markdown(result),
+        markdown=markdown.record_markdown(result),
     )
 
 
@@ -226,7 +226,7 @@ async def record_markdown(request: Request) -> Response:
     if isinstance(result, Response):
         return result
     return PlainTextResponse(
-        render.record_markdown(result), media_type="text/markdown; charset=utf-8"
+        markdown.record_markdown(result), media_type="text/markdown; charset=utf-8"
     )
 
 

@@ -183,7 +183,7 @@ def test_re2_never_writes_a_pattern_to_the_terminal(
     with KnowledgeBase(str(tmp_path / "kb.sqlite3")) as kb:
         kb.import_sources([str(path)])
         kb.match("Gearbox aa \x1b]0;pwned\x07jammed[ here\n")
-    from kb.patterns import relax
+    from kb.relax import relax
 
     relax(record["messagePattern"])
     captured = capfd.readouterr()

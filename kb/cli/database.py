@@ -1,0 +1,198 @@
+"""`kb import` and `kb db`: records into the database, and the database's schema."""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from kb.cli.shared import KbGroup, open_kb
+from kb.errors import EXIT_NOTHING_FOUND, EXIT_OK, Interrupted
+
+if TYPE_CHECKING:
+    from kb.knowledge import KnowledgeBase
+
+
+@click.command("import", short_help="Import datasets: files, folders, URLs, stdin.")
+@click.argument("sources", nargs=-1, required=True, metavar="PATH...")
+@click.option(
+    "--batch-size",
+    type=click.IntRange(1, 100_000),
+    default=1000,
+    show_default=True,
+    help="Records written per round trip.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON on stdout.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress bar and no summary.")
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Import a published dataset again even when its version was imported already.",
+)
+@click.pass_context
+def import_command(
+    ctx: click.Context,
+    sources: tuple[str, ...],
+    batch_size: int,
+    as_json: bool,
+    quiet: bool,
+    force: bool,
+) -> None:
+    """Import error records from files, folders, URLs or `-` (stdin).
+
+    Reads the dataset as ErrLookup publishes it (a site's or mirror's manifest.json, its
+    data/ folder or the folder holding that: the index and every repository's records,
+    checksums checked), and single records, wrapped records, JSON arrays, JSONL, the compact
+    index.json, any of them gzipped, and folders. Records are upserted by id in one
+    transaction; bad records are listed on stderr as FILE:LINE: id ID: FIELD: reason and
+    skipped. A published dataset whose version is imported already is not read again.
+    Exit 0: all stored; 1: some records rejected or repository files unreadable (the rest
+    stored); 2: an input could not be read (nothing stored); 3: the database is unusable.
+
+    \b
+    Example:
+      kb import data/records.jsonl
+      kb import https://example.org/data/manifest.json --json
+    """
+    from kb.ingest import expand_inputs, total_bytes
+    from kb.render import import_summary, safe
+
+    kb = open_kb(ctx)
+    bars = None
+    if not quiet and sys.stderr.isatty():
+        bars = _ImportBars(total_bytes(expand_inputs(sources)))
+    try:
+        report = kb.import_sources(
+            list(sources),
+            batch_size=batch_size,
+            progress=bars.advance if bars else None,
+            on_repository=bars.repository if bars else None,
+            force=force,
+            build_matcher=True,  # beside the import where it can; _build_matcher() otherwise
+        )
+    except KeyboardInterrupt:
+        raise Interrupted("Interrupted: nothing was stored (the import was rolled back).") from None
+    finally:
+        if bars is not None:
+            bars.close()
+    for line in [*report.errors, *report.failed]:
+        click.echo(safe(str(line), multiline=False), err=True)
+    if not quiet:
+        for note in report.skipped:
+            click.echo("note: " + safe(note, multiline=False), err=True)
+        for warning in report.warnings:
+            click.echo("warning: " + safe(warning, multiline=False), err=True)
+    if as_json:
+        from kb.render import to_json
+
+        click.echo(to_json(report.as_dict()))
+    elif not quiet:
+        click.echo(safe(import_summary(report)), err=True)
+    if report.inserted or report.updated:
+        try:
+            _build_matcher(kb, quiet)
+        except KeyboardInterrupt:
+            stored = report.inserted + report.updated
+            raise Interrupted(
+                f"Interrupted: {stored:,} record{'s were' if stored != 1 else ' was'} stored; "
+                "the matcher index was not built (the next `kb match` builds it)."
+            ) from None
+    ctx.exit(EXIT_OK if report.complete else EXIT_NOTHING_FOUND)
+
+
+def _build_matcher(kb: KnowledgeBase, quiet: bool) -> None:
+    """The matcher index for the revision an import made, so the next `kb match` only loads
+    it; where it cannot be written (a full or read-only cache folder), a note says so."""
+    if not quiet and sys.stderr.isatty():
+        with click.progressbar(
+            length=kb.count(), label="Building the matcher index", file=sys.stderr
+        ) as build_bar:
+            kb.build_matcher(progress=build_bar.update)
+    else:
+        if not quiet:
+            click.echo("Building the matcher index...", err=True)
+        kb.build_matcher()
+
+
+class _ImportBars:
+    """Progress on a terminal: the bytes read, then the repositories of a published dataset."""
+
+    def __init__(self, total: int | None) -> None:
+        self._bar: Any = click.progressbar(
+            length=total or 0,
+            label="Importing",
+            file=sys.stderr,
+            show_pos=False,
+            show_percent=total is not None,
+        )
+        self._bar.__enter__()
+        self._repositories = False
+
+    def advance(self, n: int) -> None:
+        if not self._repositories:
+            self._bar.update(n)
+
+    def repository(self, done: int, total: int, repo: str) -> None:
+        if not self._repositories:
+            self._bar.__exit__(None, None, None)
+            self._bar = click.progressbar(
+                length=total, label="Repositories", file=sys.stderr, show_pos=True
+            )
+            self._bar.__enter__()
+            self._repositories = True
+        self._bar.update(1)
+
+    def close(self) -> None:
+        self._bar.__exit__(None, None, None)
+
+
+@click.group("db", cls=KbGroup)
+def db_group() -> None:
+    """The database schema: see its revision, upgrade an older one."""
+
+
+@db_group.command("upgrade")
+@click.pass_context
+def db_upgrade(ctx: click.Context) -> None:
+    """Upgrade the database to this kb's schema (creates a new one at the newest).
+
+    \b
+    Example:
+      kb --db team.sqlite3 db upgrade
+    """
+    from kb import db
+    from kb.config import resolve_database_url
+
+    engine = db.make_engine(resolve_database_url(ctx.obj.get("db")))
+    before, after = db.upgrade(engine)
+    if before == after:
+        click.echo(f"Already at the newest schema revision {after}.", err=True)
+    else:
+        click.echo(f"Upgraded from {before or 'nothing'} to {after}.", err=True)
+
+
+@db_group.command("current")
+@click.pass_context
+def db_current(ctx: click.Context) -> None:
+    """Print the database's schema revision, and whether it is the newest.
+
+    \b
+    Example:
+      kb db current
+    """
+    from kb import db
+    from kb.config import HEAD_REVISION, resolve_database_url, sqlite_file
+    from kb.errors import DatabaseError
+
+    url = resolve_database_url(ctx.obj.get("db"))
+    path = sqlite_file(url)
+    if path is not None and not path.exists():  # asking must not create one
+        raise DatabaseError(f"no database at {path}", hint="kb import or kb db upgrade creates it.")
+    engine = db.make_engine(url)
+    revision = db.current_revision(engine)
+    if revision is None:
+        click.echo("none (not a kb database yet)")
+    else:
+        state = "head" if revision == HEAD_REVISION else f"needs upgrade to {HEAD_REVISION}"
+        click.echo(f"{revision} ({state})")
