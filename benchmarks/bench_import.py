@@ -40,8 +40,9 @@ print(n)
 
 def run(
     argv: list[str], env: dict[str, str] | None = None, shell: bool = False
-) -> tuple[float, float]:
-    """Wall seconds and peak RSS (MB) of one child process (the largest of its processes)."""
+) -> tuple[float, float, float]:
+    """Wall seconds, peak RSS (MB; the largest of its processes) and CPU seconds (user +
+    system, its own processes' together) of one child process."""
     started = time.perf_counter()
     process = subprocess.Popen(
         argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, shell=shell
@@ -51,7 +52,7 @@ def run(
     if os.waitstatus_to_exitcode(status) != 0:
         assert process.stderr is not None
         sys.exit(f"{argv} failed: {process.stderr.read().decode()[-2000:]}")
-    return elapsed, usage.ru_maxrss / 1024
+    return elapsed, usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime
 
 
 def main() -> None:
@@ -69,7 +70,7 @@ def main() -> None:
         sys.exit(f"{source}: not found (use --corpus)")
     lines = sum(1 for _ in __import__("gzip").open(source, "rb"))
 
-    samples: dict[str, list[tuple[float, float]]] = {}
+    samples: dict[str, list[tuple[float, float, float]]] = {}
     kinds = ["parse", "sqlite-utils", "kb"] + (["baseline"] if args.baseline else [])
     with tempfile.TemporaryDirectory() as tmp:
         env = {**os.environ, "XDG_CACHE_HOME": str(Path(tmp) / "cache")}
@@ -101,11 +102,11 @@ def main() -> None:
 
     base = med("sqlite-utils", 0)
     print(f"# Import benchmark: {source.name}, {lines:,} records, {args.runs} runs, medians\n")
-    print("| what | seconds | records/s | speed ratio to sqlite-utils | peak RSS MB |")
-    print("|---|---:|---:|---:|---:|")
+    print("| what | seconds | records/s | speed ratio to sqlite-utils | peak RSS MB | CPU s |")
+    print("|---|---:|---:|---:|---:|---:|")
     names = {
         "parse": "parse only (gzip + json.loads)",
-        "sqlite-utils": "gzip -dc | sqlite-utils insert --nl",
+        "sqlite-utils": "gzip -dc \\| sqlite-utils insert --nl",
         "kb": "`kb import` (with the matcher build) into a new SQLite db",
         "baseline": f"`kb import` of {args.baseline}",
         "kb again": "`kb import` again (all unchanged)",
@@ -116,7 +117,7 @@ def main() -> None:
         seconds = med(name, 0)
         print(
             f"| {names[name]} | {seconds:.2f} | {lines / seconds:,.0f} | {base / seconds:.2f} "
-            f"| {med(name, 1):.0f} |"
+            f"| {med(name, 1):.0f} | {med(name, 2):.1f} |"
         )
     every = ", ".join(f"{k}: {' '.join(f'{s[0]:.1f}' for s in v)}" for k, v in samples.items())
     print(f"\nEvery run's seconds: {every}")
