@@ -28,7 +28,7 @@ def _md_inline(text: object) -> str:
     """Inline markdown: one line, with characters that would start markup (or an entity such as
     `&#x202e;`) escaped."""
     value = safe(bounded(text), multiline=False)
-    return re.sub(r"([\\`*_{}\[\]<>#|&])", r"\\\1", value)
+    return re.sub(r"([\\`*_{}\[\]<>#|&~])", r"\\\1", value)
 
 
 def _md_code(text: object) -> str:
@@ -51,6 +51,7 @@ _MD_LINK_RE: Final = re.compile(
     r"\]\(\s*<?([^\s)>]*)|^( {0,3})\[(?=[^\]]*\]:\s*<?([^\s>]*))", re.MULTILINE
 )
 _MD_SAFE_TARGET_RE: Final = re.compile(r"(?i)https?://|mailto:|#")
+_MD_EMPHASIS_RE: Final = re.compile(r"[*_~]")
 
 
 def _md_prose(text: object) -> str:
@@ -88,6 +89,13 @@ def _md_prose(text: object) -> str:
     return "\n".join(out).strip("\n")
 
 
+def _md_prose_line(text: object) -> str:
+    """One list item of prose (a solution, a tip): as the prose sections, on one line, and
+    nothing at its start read as a heading, a list or a quote."""
+    line = _md_paragraph(safe(bounded(text), multiline=False).strip())
+    return re.sub(r"^([#>+-]|\d+[.)])", r"\\\1", line)
+
+
 def _md_paragraph(text: str) -> str:
     """One paragraph of prose: code spans kept whole, the rest through _md_plain; a run of
     backticks that closes nothing escaped, so it cannot pair with one in a later section."""
@@ -107,7 +115,11 @@ def _md_paragraph(text: str) -> str:
 
 
 def _md_plain(text: str) -> str:
+    """Prose outside code spans: HTML, entities and unsafe links made text; `*`, `_` and `~`
+    escaped, since in error prose they are identifiers (__init__.py, my_var, *args, **kwargs)
+    far more often than emphasis."""
     text = _MD_HTML_RE.sub(lambda m: "\\" + m.group(), text)
+    text = _MD_EMPHASIS_RE.sub(r"\\\g<0>", text)
 
     def link(found: re.Match[str]) -> str:
         target = found.group(1) if found.group(1) is not None else found.group(3)
@@ -147,7 +159,7 @@ def record_markdown(
             facts.append(f"**Raised at:** {_md_inline(where)}")
     if record.get("errorCode"):
         facts.append(f"**Code:** {_md_code(record['errorCode'])}")
-    facts.append(f"**Record:** `{record.get('id')}`")
+    facts.append(f"**Record:** {_md_code(record.get('id'))}")
     lines.append(" · ".join(facts))
     if repository:
         lines.extend(["", f"*{_md_inline(repository_line(repository))}*"])
@@ -162,14 +174,15 @@ def record_markdown(
     section(
         "Solutions",
         "\n".join(
-            f"{n}. {_md_inline(item)}" for n, item in enumerate(record.get("solutions") or [], 1)
+            f"{n}. {_md_prose_line(item)}"
+            for n, item in enumerate(record.get("solutions") or [], 1)
         ),
     )
     if record.get("exampleFix"):
         section("Example fix", _md_fence(record["exampleFix"]))
     section(
         "Prevention tips",
-        "\n".join(f"- {_md_inline(item)}" for item in record.get("preventionTips") or []),
+        "\n".join(f"- {_md_prose_line(item)}" for item in record.get("preventionTips") or []),
     )
     return "\n".join(lines) + "\n"
 
@@ -180,12 +193,12 @@ def unmatched_markdown(report: Any) -> list[str]:
         return []
     out = [f"## {UNMATCHED_HEADING}", ""]
     for entry in entries:
-        frame = f" (raised at `{_md_inline(entry.frame)}`)" if entry.frame else ""
+        frame = f" (raised at {_md_code(entry.frame)})" if entry.frame else ""
         out.append(f"- {unmatched_where(entry).capitalize()}{frame}:")
         out += ["", indented(_md_fence(clipped(entry.text, 2000)), "  "), ""]
         for hit in entry.suggestions:
             out.append(
-                f"  - maybe `{_md_inline(hit['id'])}` ({hit['score']:.2f}): "
+                f"  - maybe {_md_code(hit['id'])} ({hit['score']:.2f}): "
                 + _md_inline(clipped(hit["errorMessage"], 160))
             )
         if entry.suggestions:

@@ -240,10 +240,13 @@ def match_summary(report: Any, source: str) -> str:
     lines, records = stats.get("lines", 0), stats.get("records", 0)
     unknown = len(getattr(report, "unmatched", []))
     tail = f"; {unknown} error line{'s' * (unknown != 1)} no record explains" if unknown else ""
+    # the true time: matching, and getting the index when the caller says it waited for it
+    took = f"{stats.get('elapsed_ms', 0) + stats.get('index_ms', 0):.0f} ms"
+    if stats.get("index_step"):
+        took += f", {stats['index_ms']:.0f} of them {stats['index_step']} the matcher index"
     return (
         f"{head} in {safe(source, multiline=False)} ({lines:,} line{'s' * (lines != 1)} "
-        f"against {records:,} record{'s' * (records != 1)}, {stats.get('elapsed_ms', 0):.0f} ms)"
-        + tail
+        f"against {records:,} record{'s' * (records != 1)}, {took})" + tail
     )
 
 
@@ -358,6 +361,17 @@ def matches_json(report: Any, records: dict[str, dict[str, Any]]) -> dict[str, A
 # --------------------------------------------------------------------------- search results
 
 
+# How the search output names a filter (kb.search.Resolved.name is the dataset's key).
+FILTER_NAMES: Final = {
+    "repo": "repo",
+    "tags": "tag",
+    "errorClass": "error class",
+    "errorCode": "code",
+    "errorType": "type",
+    "severity": "severity",
+}
+
+
 def search_text(response: Any, style: Style) -> str:
     """One block a result: id, repo, class, the message as a template, a summary, the command."""
     out: list[str] = []
@@ -368,6 +382,11 @@ def search_text(response: Any, style: Style) -> str:
                 f"showing results for {safe(response.corrected, multiline=False)!r}."
             )
         )
+    for item in getattr(response, "resolved", []):
+        if list(item.values) != [item.typed]:  # a filter meant other stored values: say which
+            meant = ", ".join(safe(value, multiline=False) for value in item.values)
+            name = FILTER_NAMES.get(item.name, item.name)
+            out.append(style.dim(f"{name} {safe(item.typed, multiline=False)!r} means {meant}."))
     shown = len(response.results)
     if response.query:
         head = (

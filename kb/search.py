@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -54,6 +54,15 @@ MAX_QUERY_CHARS: Final = 2000  # longer input is cut: nobody types more, a paste
 MAX_TERMS: Final = 40  # FTS cost grows with terms; the first 40 words carry the meaning
 DEFAULT_LIMIT: Final = 10
 SUGGEST_CUTOFF: Final = 80  # rapidfuzz ratio a correction needs; lower suggests nonsense
+# Words corrected per query at most: each unknown word costs an index probe and a fuzzy scan of
+# the vocabulary (a few ms), and a long paste is not a typo.
+MAX_CORRECTIONS: Final = 8
+# An identifier shorter than this is corrected as a word, not against the identifiers: short
+# names are near too many others to guess one.
+MIN_IDENTIFIER_CHARS: Final = 5
+# A query (or a "quoted phrase") found whole in a record's message ranks that record first;
+# below this many characters a "phrase" is a word, which bm25 ranks well on its own.
+MIN_PHRASE_CHARS: Final = 4
 SUMMARY_CHARS: Final = 160
 RELAX_MAX_TERMS: Final = 8  # up to this many words a failed AND retries as "all but one"
 
@@ -71,6 +80,13 @@ STOP_WORDS: Final = frozenset({
     "set", "use", "used", "using",
 })  # fmt: skip
 TERM_RE: Final = re.compile(r'"([^"]*)"?|(\S+)')
+# Identifiers as they appear in messages: snake_case, dotted.names, camelCase (what a
+# misspelling is corrected against, IDENTIFIER_HINT_RE says which terms are identifiers).
+IDENTIFIER_RE: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
+IDENTIFIER_HINT_RE: Final = re.compile(r"[A-Za-z0-9]_|\.[A-Za-z_]|[a-z][A-Z]")
+# A qualified class name as people paste it from a traceback: modules, then a capitalised name
+# (django.core.exceptions.ImproperlyConfigured); records keep the last name only.
+QUALIFIED_CLASS_RE: Final = re.compile(r"((?:[A-Za-z_][A-Za-z0-9_]*\.)+)([A-Z][A-Za-z0-9_]*)")
 WORD_RE: Final = re.compile(r"[^\W_]+", re.UNICODE)
 CONTROL_RE: Final = re.compile(r"[\x00-\x1f\x7f-\x9f]+")
 RESULT_COLUMNS: Final = (
@@ -80,6 +96,8 @@ RESULT_COLUMNS: Final = (
 
 @dataclass(frozen=True)
 class Filters:
+    """The filters as the user typed them; `Searcher` finds the stored values they mean."""
+
     repo: str | None = None
     tag: str | None = None
     error_class: str | None = None
@@ -87,26 +105,29 @@ class Filters:
     error_type: str | None = None
     severity: str | None = None
 
-    def sql(self) -> tuple[list[str], list[Any]]:
-        """WHERE conditions on `records r`, and their parameters."""
-        conditions: list[str] = []
-        params: list[Any] = []
-        for column, value in (
-            ("repo", self.repo),
-            ("error_class", self.error_class),
-            ("error_code", self.code),
-            ("error_type", self.error_type),
-            ("severity", self.severity),
-        ):
-            if value:
-                conditions.append(f"r.{column} = ?")
-                params.append(value)
-        if self.tag:
-            conditions.append(
-                "EXISTS (SELECT 1 FROM record_tags t WHERE t.record_key = r.key AND t.tag = ?)"
-            )
-            params.append(self.tag)
-        return conditions, params
+
+@dataclass(frozen=True)
+class Resolved:
+    """What one filter (or a qualified class name in the query) meant: the stored values it
+    matched, whatever the case, by short name or by the last part of a dotted name."""
+
+    name: str  # the dataset's key: repo, tags, errorClass, errorCode, errorType, severity
+    typed: str
+    values: tuple[str, ...]
+
+
+@dataclass
+class Scope:
+    """Filters as SQL on `records r`: WHERE conditions, and ORDER BY terms that go before the
+    rank (records that agree with a qualified name's module first)."""
+
+    conditions: list[str] = field(default_factory=list)
+    params: list[Any] = field(default_factory=list)
+    order: list[tuple[str, list[Any]]] = field(default_factory=list)
+    resolved: list[Resolved] = field(default_factory=list)
+
+    def where(self, *first: str) -> str:
+        return _where([*first, *self.conditions])
 
 
 @dataclass
@@ -138,9 +159,10 @@ class SearchResponse:
     results: list[SearchResult]
     total: int
     query: str | None
-    method: str  # exact | all-words | most-words | any-word | filters | none
+    method: str  # exact | all-words | most-words | any-word | error-class | filters | none
     corrected: str | None = None  # the query actually run, when "did you mean" changed it
     suggestions: list[str] = field(default_factory=list)
+    resolved: list[Resolved] = field(default_factory=list)  # what each filter matched
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -149,6 +171,7 @@ class SearchResponse:
             "query": self.query,
             "method": self.method,
             "didYouMean": self.corrected,
+            "filters": {item.name: list(item.values) for item in self.resolved},
         }
 
 
@@ -221,27 +244,45 @@ class Searcher:
         self.tsvector = runner.dialect == "postgresql"
         self.cache = cache  # where the vocabulary for "did you mean" is kept between runs
         self.revision = revision
+        self._identifiers: list[str] | None = None
 
     def search(
         self, query: str | None, filters: Filters = Filters(), limit: int = DEFAULT_LIMIT
     ) -> SearchResponse:
         # Control characters mean nothing in a query, and a NUL would end SQLite's string.
         query = CONTROL_RE.sub(" ", (query or "")[:MAX_QUERY_CHARS]).strip() or None
+        scope = self._scope(filters)
+        found = self._search(query, scope, limit)
+        found.resolved = scope.resolved
+        return found
+
+    def _search(self, query: str | None, scope: Scope, limit: int) -> SearchResponse:
         if query is None:
-            return self._filtered(filters, limit)
-        exact = self._exact(query, filters, limit)
+            return self._filtered(scope, limit)
+        exact = self._exact(query, scope, limit)
         if exact is not None:
             return exact
         terms = terms_of(query)
-        if not terms:
+        qualified = self._qualified_class(terms, scope)
+        if qualified is not None:
+            terms = [term for term in terms if term != qualified]
+            query_words = query.replace(qualified, " ", 1)
+            if not terms:
+                found = self._filtered(scope, limit, "error-class")
+                found.query = query
+                return found
+        elif not terms:
             return SearchResponse([], 0, query, "none")
-        found = self._words(terms, filters, limit, "all")
+        else:
+            query_words = query
+        order = [*_phrase_first(query_words), *scope.order]
+        found = self._words(terms, scope, order, limit, "all")
         if found.total:
             found.query = query
             return found
         corrected = self._correct(terms)
         if corrected != terms:
-            found = self._words(corrected, filters, limit, "all")
+            found = self._words(corrected, scope, order, limit, "all")
             if found.total:
                 found.query = query
                 found.corrected = " ".join(corrected)
@@ -255,7 +296,7 @@ class Searcher:
             for candidate, mode in tries:
                 if mode == "most" and len(candidate) > RELAX_MAX_TERMS:
                     continue
-                found = self._words(candidate, filters, limit, mode)
+                found = self._words(candidate, scope, order, limit, mode)
                 if found.total:
                     found.query = query
                     found.corrected = " ".join(candidate) if list(candidate) != terms else None
@@ -284,26 +325,120 @@ class Searcher:
                 # the message column only: a log line is a message, and the prose's common
                 # words cost the most to rank
                 expression = "{error_message} : (" + self._expression(terms, mode) + ")"
-                found = self._fts_expression(expression, Filters(), limit, mode)
+                found = self._fts_expression(expression, Scope(), [], limit, mode)
             else:
-                found = self._words(terms, Filters(), limit, mode)
+                found = self._words(terms, Scope(), [], limit, mode)
             if found.results:
                 return found.results
         return []
 
+    # ------------------------------------------------------------------ filters
+
+    def _scope(self, filters: Filters) -> Scope:
+        """The filters as SQL, each by the stored values it means (see `Resolved`)."""
+        scope = Scope()
+        for name, column, typed in (
+            ("repo", "repo", filters.repo),
+            ("errorClass", "error_class", filters.error_class),
+            ("errorCode", "error_code", filters.code),
+            ("errorType", "error_type", filters.error_type),
+            ("severity", "severity", filters.severity),
+        ):
+            if typed:
+                if column == "repo":
+                    values = self._repos(typed)
+                elif column == "error_class":
+                    values = self._classes(typed, scope)
+                else:
+                    values = self._stored("records", column, typed)
+                self._narrow(scope, Resolved(name, typed, values or (typed,)), f"r.{column}")
+        if filters.tag:
+            values = self._stored("record_tags", "tag", filters.tag) or (filters.tag,)
+            marks = ", ".join("?" * len(values))
+            scope.conditions.append(
+                "EXISTS (SELECT 1 FROM record_tags t WHERE t.record_key = r.key "
+                f"AND t.tag IN ({marks}))"
+            )
+            scope.params += values
+            scope.resolved.append(Resolved("tags", filters.tag, values))
+        return scope
+
+    @staticmethod
+    def _narrow(scope: Scope, resolved: Resolved, column: str) -> None:
+        scope.conditions.append(f"{column} IN ({', '.join('?' * len(resolved.values))})")
+        scope.params += resolved.values
+        scope.resolved.append(resolved)
+
+    def _stored(self, table: str, column: str, typed: str) -> tuple[str, ...]:
+        """The stored values equal to what was typed but for case. Index look-ups first: the
+        value as typed (the usual case), then in lower, upper and capitalised case (tags and
+        repositories are lower case); only when none is stored, a scan of the column."""
+        variants = list(dict.fromkeys((typed, typed.lower(), typed.upper(), typed.capitalize())))
+        marks = ", ".join("?" * len(variants))
+        rows = self.run(
+            f"SELECT DISTINCT {column} FROM {table} WHERE {column} IN ({marks})", variants
+        )
+        if not rows:
+            rows = self.run(
+                f"SELECT DISTINCT {column} FROM {table} WHERE lower({column}) = ?",
+                [typed.lower()],
+            )
+        return tuple(sorted(str(row[0]) for row in rows))
+
+    def _repos(self, typed: str) -> tuple[str, ...]:
+        """A repository by its name whatever the case, else by its short name (`pandas` for
+        pandas-dev/pandas): every repository of that name, when several share it."""
+        exact = self._stored("records", "repo", typed)
+        if exact or "/" in typed:
+            return exact
+        rows = self.run(
+            "SELECT DISTINCT repo FROM records WHERE lower(repo) LIKE ? ESCAPE '\\'",
+            ["%/" + _like_escape(typed.lower())],
+        )
+        return tuple(sorted(str(row[0]) for row in rows))
+
+    def _classes(self, typed: str, scope: Scope) -> tuple[str, ...]:
+        """An error class whatever the case, or by its qualified name: records keep the last
+        name (ImproperlyConfigured), and those whose repository or file agrees with the
+        module path (django.core.exceptions) come first."""
+        exact = self._stored("records", "error_class", typed)
+        if exact:
+            return exact
+        qualified = QUALIFIED_CLASS_RE.fullmatch(typed)
+        if qualified is None:
+            return ()
+        found = self._stored("records", "error_class", qualified.group(2))
+        if found:
+            scope.order.append(_module_first(qualified.group(1).rstrip(".")))
+        return found
+
+    def _qualified_class(self, terms: list[str], scope: Scope) -> str | None:
+        """The first qualified class name among the query's words (pasted from a traceback,
+        perhaps with its colon) that names a stored class: it becomes an error-class filter,
+        its module ranks agreeing records first, and the term is returned."""
+        for term in terms:
+            name = term.rstrip(":,;")
+            if QUALIFIED_CLASS_RE.fullmatch(name):
+                values = self._classes(name, scope)
+                if values:
+                    self._narrow(scope, Resolved("errorClass", name, values), "r.error_class")
+                    return term
+        return None
+
     # ------------------------------------------------------------------ the ways to find
 
-    def _filtered(self, filters: Filters, limit: int) -> SearchResponse:
-        conditions, params = filters.sql()
-        where = _where(conditions)
-        (total,) = self.run(f"SELECT count(*) FROM records r{where}", params)[0]
+    def _filtered(self, scope: Scope, limit: int, method: str = "filters") -> SearchResponse:
+        where = scope.where()
+        (total,) = self.run(f"SELECT count(*) FROM records r{where}", scope.params)[0]
+        order, order_params = _order_by(scope.order)
         rows = self.run(
-            f"SELECT {RESULT_COLUMNS} FROM records r{where} ORDER BY r.repo, r.slug, r.id LIMIT ?",
-            [*params, limit],
+            f"SELECT {RESULT_COLUMNS} FROM records r{where} "
+            f"ORDER BY {order}r.repo, r.slug, r.id LIMIT ?",
+            [*scope.params, *order_params, limit],
         )
-        return SearchResponse([_result(row, 1.0) for row in rows], int(total), None, "filters")
+        return SearchResponse([_result(row, 1.0) for row in rows], int(total), None, method)
 
-    def _exact(self, query: str, filters: Filters, limit: int) -> SearchResponse | None:
+    def _exact(self, query: str, scope: Scope, limit: int) -> SearchResponse | None:
         """An id, a slug (or repo/slug) or an error code goes straight to its records."""
         options = ["r.slug = ?", "r.error_code = ?"]
         params: list[Any] = [query, query]
@@ -314,9 +449,8 @@ class Searcher:
             repo, _, slug = query.rpartition("/")
             options.append("(r.repo = ? AND r.slug = ?)")
             params += [repo, slug]
-        conditions, filter_params = filters.sql()
-        where = _where(["(" + " OR ".join(options) + ")", *conditions])
-        params += filter_params
+        where = scope.where("(" + " OR ".join(options) + ")")
+        params += scope.params
         rows = self.run(
             f"SELECT {RESULT_COLUMNS} FROM records r{where} ORDER BY r.repo, r.id LIMIT ?",
             [*params, limit + 1],
@@ -330,40 +464,47 @@ class Searcher:
         return SearchResponse(results, int(total), query, "exact")
 
     def _words(
-        self, terms: Sequence[str], filters: Filters, limit: int, mode: str
+        self,
+        terms: Sequence[str],
+        scope: Scope,
+        order: list[tuple[str, list[Any]]],
+        limit: int,
+        mode: str,
     ) -> SearchResponse:
-        """Records with all the words, all but one of them ("most"), or any one."""
+        """Records with all the words, all but one of them ("most"), or any one; `order`
+        goes before the rank (exact phrases, agreeing modules first)."""
         method = f"{mode}-words" if mode != "any" else "any-word"
         if self.fts:
-            return self._fts(terms, filters, limit, mode, method)
+            expression = self._expression(terms, mode)
+            return self._fts_expression(expression, scope, order, limit, method)
         if self.tsvector:
-            return self._tsv(terms, filters, limit, mode, method)
-        return self._like(terms, filters, limit, mode == "all", method)
-
-    def _fts(
-        self, terms: Sequence[str], filters: Filters, limit: int, mode: str, method: str
-    ) -> SearchResponse:
-        return self._fts_expression(self._expression(terms, mode), filters, limit, method)
+            return self._tsv(terms, scope, order, limit, mode, method)
+        return self._like(terms, scope, order, limit, mode == "all", method)
 
     def _fts_expression(
-        self, expression: str, filters: Filters, limit: int, method: str
+        self,
+        expression: str,
+        scope: Scope,
+        order: list[tuple[str, list[Any]]],
+        limit: int,
+        method: str,
     ) -> SearchResponse:
-        conditions, params = filters.sql()
-        where = _where(["records_fts MATCH ?", *conditions])
-        params = [expression, *params]
+        where = scope.where("records_fts MATCH ?")
+        params = [expression, *scope.params]
         joined = "records_fts JOIN records r ON r.key = records_fts.rowid"
         (total,) = self.run(f"SELECT count(*) FROM {joined}{where}", params)[0]
         if not total:
             return SearchResponse([], 0, None, method)
         weights = ", ".join(str(w) for w in BM25_WEIGHTS.values())
+        first, first_params = _order_by(order)
         rows = self.run(
             f"SELECT {RESULT_COLUMNS}, bm25(records_fts, {weights}) AS rank FROM {joined}{where} "
-            "ORDER BY rank, r.id LIMIT ?",
-            [*params, limit],
+            f"ORDER BY {first}rank, r.id LIMIT ?",
+            [*params, *first_params, limit],
         )
         # bm25 is negative, lower is better; -bm25 / (1 - bm25) maps it into (0, 1).
         results = [_result(row, -row[7] / (1.0 - row[7])) for row in rows]
-        return SearchResponse(results, int(total), None, method)
+        return SearchResponse(_best_first(results), int(total), None, method)
 
     @staticmethod
     def _expression(terms: Sequence[str], mode: str) -> str:
@@ -381,47 +522,59 @@ class Searcher:
         return " OR ".join(groups)
 
     def _tsv(
-        self, terms: Sequence[str], filters: Filters, limit: int, mode: str, method: str
+        self,
+        terms: Sequence[str],
+        scope: Scope,
+        order: list[tuple[str, list[Any]]],
+        limit: int,
+        mode: str,
+        method: str,
     ) -> SearchResponse:
         """PostgreSQL: the same words, modes and filters as _fts, on the tsvector column."""
         query_sql, query_params = tsquery(terms, mode)
-        conditions, filter_params = filters.sql()
-        where = _where(["r.search_vector @@ q.query", *conditions])
+        where = scope.where("r.search_vector @@ q.query")
         joined = f"records r, (SELECT {query_sql} AS query) q"
-        params = [*query_params, *filter_params]
+        params = [*query_params, *scope.params]
         (total,) = self.run(f"SELECT count(*) FROM {joined}{where}", params)[0]
         if not total:
             return SearchResponse([], 0, None, method)
         rank = f"ts_rank('{TS_RANK_WEIGHTS}', r.search_vector, q.query, {TS_RANK_NORMALIZATION})"
+        first, first_params = _order_by(order)
         rows = self.run(
             f"SELECT {RESULT_COLUMNS}, {rank} AS rank FROM {joined}{where} "
-            "ORDER BY rank DESC, r.id LIMIT ?",
-            [*params, limit],
+            f"ORDER BY {first}rank DESC, r.id LIMIT ?",
+            [*params, *first_params, limit],
         )
         results = [_result(row, float(row[7])) for row in rows]
-        return SearchResponse(results, int(total), None, method)
+        return SearchResponse(_best_first(results), int(total), None, method)
 
     def _like(
-        self, terms: Sequence[str], filters: Filters, limit: int, every: bool, method: str
+        self,
+        terms: Sequence[str],
+        scope: Scope,
+        order: list[tuple[str, list[Any]]],
+        limit: int,
+        every: bool,
+        method: str,
     ) -> SearchResponse:
         """The portable fallback: every (or any) word somewhere in the main text columns."""
         searched = ("error_message", "slug", "error_code", "error_class", "repo", "documentation")
         per_term: list[str] = []
         params: list[Any] = []
         for term in terms:
-            escaped = term.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+            escaped = _like_escape(term.lower())
             per_term.append(
                 "(" + " OR ".join(f"lower(r.{c}) LIKE ? ESCAPE '\\'" for c in searched) + ")"
             )
             params += [f"%{escaped}%"] * len(searched)
-        conditions, filter_params = filters.sql()
         matched = "(" + (" AND " if every else " OR ").join(per_term) + ")"
-        where = _where([matched, *conditions])
-        params += filter_params
+        where = scope.where(matched)
+        params += scope.params
         (total,) = self.run(f"SELECT count(*) FROM records r{where}", params)[0]
+        first, first_params = _order_by(order)
         rows = self.run(
-            f"SELECT {RESULT_COLUMNS} FROM records r{where} ORDER BY r.repo, r.id LIMIT ?",
-            [*params, limit],
+            f"SELECT {RESULT_COLUMNS} FROM records r{where} ORDER BY {first}r.repo, r.id LIMIT ?",
+            [*params, *first_params, limit],
         )
         return SearchResponse([_result(row, 0.5) for row in rows], int(total), None, method)
 
@@ -438,20 +591,39 @@ class Searcher:
         return bool(self.run(sql, [fts_phrase(term)]))
 
     def _correct(self, terms: Sequence[str]) -> list[str]:
-        """Each unknown plain word replaced by the nearest word of the vocabulary."""
-        unknown = [t for t in terms if " " not in t and WORD_RE.fullmatch(t) and not self._known(t)]
-        if not unknown:
+        """Each unknown plain word replaced by the nearest word of the vocabulary, each
+        unknown identifier (backnd_per_kindd) by the nearest identifier of the messages."""
+        words: list[str] = []
+        identifiers: list[str] = []
+        for term in terms:
+            if len(words) + len(identifiers) >= MAX_CORRECTIONS:
+                break
+            if WORD_RE.fullmatch(term):
+                kind = words
+            elif is_identifier(term):
+                kind = identifiers
+            else:
+                continue
+            if not self._known(term):
+                kind.append(term)
+        if not words and not identifiers:
             return list(terms)
-        vocabulary = self.vocabulary()
         from rapidfuzz import fuzz, process
 
         fixed: dict[str, str] = {}
-        for term in unknown:
-            best = process.extractOne(
-                term.lower(), vocabulary, scorer=fuzz.ratio, score_cutoff=SUGGEST_CUTOFF
-            )
-            if best is not None:
-                fixed[term] = best[0]
+        for unknown, choices, shown in (
+            (words, self.vocabulary, None),
+            (identifiers, self._lowered_identifiers, self.identifiers),
+        ):
+            if not unknown:
+                continue
+            vocabulary = choices()
+            for term in unknown:
+                best = process.extractOne(
+                    term.lower(), vocabulary, scorer=fuzz.ratio, score_cutoff=SUGGEST_CUTOFF
+                )
+                if best is not None:
+                    fixed[term] = shown()[best[2]] if shown else best[0]
         return [fixed.get(term, term) for term in terms]
 
     def vocabulary(self) -> list[str]:
@@ -459,17 +631,30 @@ class Searcher:
 
         Built once per knowledge-base revision and kept in the cache folder: collecting it
         reads every record, which is most of a corrected search's time."""
+        return self._cached("vocabulary", self._collect_vocabulary)
+
+    def identifiers(self) -> list[str]:
+        """The identifiers in the messages (backend_per_kind, torch.cuda, setIndex) as they
+        are written, for correcting a misspelt one; cached like the vocabulary."""
+        if self._identifiers is None:
+            self._identifiers = self._cached("identifiers", self._collect_identifiers)
+        return self._identifiers
+
+    def _lowered_identifiers(self) -> list[str]:
+        return [identifier.lower() for identifier in self.identifiers()]
+
+    def _cached(self, kind: str, collect: Callable[[], list[str]]) -> list[str]:
         if self.cache is None:
-            return self._collect_vocabulary()
-        path = self.cache / f"vocabulary-{self.revision}.txt"
+            return collect()
+        path = self.cache / f"{kind}-{self.revision}.txt"
         try:
             return path.read_text(encoding="utf-8").splitlines()
         except OSError:
             pass
-        words = self._collect_vocabulary()
+        words = collect()
         try:
             self.cache.mkdir(parents=True, exist_ok=True)
-            for old in self.cache.glob("vocabulary-*.txt"):
+            for old in self.cache.glob(f"{kind}-*.txt"):
                 old.unlink(missing_ok=True)
             temporary = path.with_suffix(f".tmp{os.getpid()}")
             temporary.write_text("\n".join(words), encoding="utf-8")
@@ -483,6 +668,67 @@ class Searcher:
         for row in self.run("SELECT DISTINCT slug, error_class, error_code, repo FROM records"):
             words.update(_words_of(row))
         return sorted(word for word in words if len(word) >= 3 and not word.isdigit())
+
+    def _collect_identifiers(self) -> list[str]:
+        found: set[str] = set()
+        for (message,) in self.run("SELECT error_message FROM records"):
+            found.update(
+                name
+                for name in IDENTIFIER_RE.findall(message or "")
+                if len(name) >= MIN_IDENTIFIER_CHARS and IDENTIFIER_HINT_RE.search(name)
+            )
+        return sorted(found)
+
+
+def is_identifier(term: str) -> bool:
+    """snake_case, dotted.name or camelCase: corrected against the messages' identifiers."""
+    return (
+        len(term) >= MIN_IDENTIFIER_CHARS
+        and IDENTIFIER_RE.fullmatch(term) is not None
+        and IDENTIFIER_HINT_RE.search(term) is not None
+    )
+
+
+def _like_escape(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def _order_by(order: Sequence[tuple[str, list[Any]]]) -> tuple[str, list[Any]]:
+    """ORDER BY terms that go before the rank, with their parameters."""
+    return "".join(f"{sql}, " for sql, _ in order), [p for _, params in order for p in params]
+
+
+def _phrase_first(query: str) -> list[tuple[str, list[Any]]]:
+    """Records whose message holds the query whole (or every "quoted phrase" of it), whatever
+    the case, rank first: a quoted message should find its record above related ones."""
+    quoted = [m.group(1) for m in TERM_RE.finditer(query) if m.group(1) is not None]
+    phrases = [" ".join(p.lower().split()) for p in (quoted or [query])]
+    phrases = [p for p in phrases if len(p) >= MIN_PHRASE_CHARS]
+    if not phrases:
+        return []
+    holds = " AND ".join("lower(r.error_message) LIKE ? ESCAPE '\\'" for _ in phrases)
+    return [(f"(CASE WHEN {holds} THEN 0 ELSE 1 END)", [f"%{_like_escape(p)}%" for p in phrases])]
+
+
+def _module_first(module: str) -> tuple[str, list[Any]]:
+    """Records raised in the module's file (django/core/exceptions.py) first, then those of its
+    package's repository (django/django, or a file under django/), then the rest."""
+    path = _like_escape(module.lower().replace(".", "/"))
+    package = _like_escape(module.split(".")[0].lower())
+    sql = (
+        "(CASE WHEN lower(r.file_path) LIKE ? ESCAPE '\\' THEN 0 "
+        "WHEN lower(r.file_path) LIKE ? ESCAPE '\\' OR lower(r.repo) LIKE ? ESCAPE '\\' "
+        "OR lower(r.repo) LIKE ? ESCAPE '\\' THEN 1 ELSE 2 END)"
+    )
+    return sql, [f"{path}%", f"{package}/%", f"{package}/%", f"%/{package}"]
+
+
+def _best_first(results: list[SearchResult]) -> list[SearchResult]:
+    """Scores that never rise down the list: a record ranked up (an exact phrase, an agreeing
+    module) gets the best score of those it passed, so a program sorting by score agrees."""
+    for above, below in zip(reversed(results[:-1]), reversed(results[1:]), strict=True):
+        above.score = max(above.score, below.score)
+    return results
 
 
 def _words_of(row: tuple[Any, ...]) -> Iterable[str]:

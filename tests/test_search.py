@@ -268,3 +268,151 @@ def test_related_records_for_a_log_line_come_from_its_uncommon_words(
             runner.fts = False  # the portable search (PostgreSQL for now): unranked, but some
             assert Searcher(runner).related(line, 3)
             assert SEED_ID in [r.id for r in Searcher(runner).related("backend_per_kind", 10)]
+
+
+# ---------------------------------------------------------------- search as people type it
+
+
+@pytest.mark.parametrize(
+    ("option", "typed", "exact"),
+    [
+        ("--error-class", "keyerror", "KeyError"),
+        ("--error-class", "KEYERROR", "KeyError"),
+        ("--repo", "Pandas-Dev/Pandas", "pandas-dev/pandas"),
+        ("--tag", "PyTorch", "pytorch"),
+        ("--severity", "ERROR", "error"),
+    ],
+)
+def test_filters_ignore_case(loaded: Any, option: str, typed: str, exact: str) -> None:
+    wanted = loaded("search", option, exact, "--limit", "1000", "--json")
+    got = loaded("search", option, typed, "--limit", "1000", "--json")
+    assert got.exit_code == 0, got.output
+    assert ids_of(got) == ids_of(wanted) and ids_of(got)
+    name = {"--error-class": "errorClass", "--repo": "repo", "--tag": "tags"}.get(
+        option, "severity"
+    )
+    assert json.loads(got.stdout)["filters"] == {name: [exact]}
+
+
+def test_a_repository_by_its_short_name_finds_every_repository_of_that_name(
+    invoke: Any, tmp_path: Path
+) -> None:
+    base = seed_record()
+    ours = dict(base, id="00000000000000b1", repo="acme/widgets", slug="w1")
+    theirs = dict(base, id="00000000000000b2", repo="other-org/Widgets", slug="w2")
+    unrelated = dict(base, id="00000000000000b3", repo="acme/widgets-extra", slug="w3")
+    write_jsonl(tmp_path / "in.jsonl", [ours, theirs, unrelated, *corpus_records()])
+    invoke("import", str(tmp_path / "in.jsonl"))
+    out = json.loads(invoke("search", "--repo", "widgets", "--json").stdout)
+    assert sorted(ids_of_json(out)) == ["00000000000000b1", "00000000000000b2"]
+    assert out["filters"] == {"repo": ["acme/widgets", "other-org/Widgets"]}
+    pandas = json.loads(invoke("search", "--repo", "pandas", "--json").stdout)
+    assert {r["repo"] for r in pandas["results"]} == {"pandas-dev/pandas"}
+    text = invoke("search", "--repo", "widgets", "kv", "cache").stdout
+    assert text.startswith("repo 'widgets' means acme/widgets, other-org/Widgets.\n2 of 2 ")
+    assert "repo 'acme/widgets' means" not in invoke("search", "--repo", "acme/widgets").stdout
+
+
+def _improperly_configured(tmp_path: Path) -> Path:
+    base = seed_record()
+    records = [
+        dict(
+            base,
+            id="00000000000000d1",
+            repo="celery/celery",
+            slug="celery-backend-settings",
+            errorClass="ImproperlyConfigured",
+            filePath="celery/backends/arangodb.py",
+            errorMessage="ArangoDb backend settings should be grouped in a dict",
+        ),
+        dict(
+            base,
+            id="00000000000000d2",
+            repo="django/django",
+            slug="settings-not-configured",
+            errorClass="ImproperlyConfigured",
+            filePath="django/conf/__init__.py",
+            errorMessage="Requested {desc}, but settings are not configured.",
+        ),
+        dict(
+            base,
+            id="00000000000000d3",
+            repo="acme/django-things",
+            slug="things-settings",
+            errorClass="ImproperlyConfigured",
+            filePath="things/setup.py",
+            errorMessage="Things settings are missing",
+        ),
+    ]
+    write_jsonl(tmp_path / "in.jsonl", [*records, *corpus_records()])
+    return tmp_path / "in.jsonl"
+
+
+def test_a_class_by_its_qualified_name_prefers_the_records_of_its_module(
+    invoke: Any, tmp_path: Path
+) -> None:
+    invoke("import", str(_improperly_configured(tmp_path)))
+    qualified = "django.core.exceptions.ImproperlyConfigured"
+    for args in (("--error-class", qualified), (qualified,), (f"{qualified}:",)):
+        result = invoke("search", *args, "--json")
+        assert result.exit_code == 0, (args, result.output)
+        out = json.loads(result.stdout)
+        assert ids_of_json(out)[0] == "00000000000000d2", args
+        assert set(ids_of_json(out)) == {"00000000000000d1", "00000000000000d2", "00000000000000d3"}
+        assert out["filters"] == {"errorClass": ["ImproperlyConfigured"]}
+    text = invoke("search", qualified).stdout
+    assert text.startswith(f"error class {qualified!r} means ImproperlyConfigured.\n")
+    celery = json.loads(invoke("search", "celery.exceptions.ImproperlyConfigured", "--json").stdout)
+    assert ids_of_json(celery)[0] == "00000000000000d1"
+    assert celery["method"] == "error-class"
+    # with other words: the class narrows, the words rank
+    words = json.loads(invoke("search", f"{qualified}:", "ArangoDb", "--json").stdout)
+    assert ids_of_json(words) == ["00000000000000d1"]
+    # a dotted name that is no stored class stays words
+    assert invoke("search", "zzqx.errors.RotorJammed", "--json").exit_code == 1
+
+
+def test_a_misspelt_identifier_gets_the_identifier_it_meant(loaded: Any) -> None:
+    result = loaded("search", "backnd_per_kindd")
+    assert result.exit_code == 0, result.output
+    assert "showing results for 'backend_per_kind'" in result.stdout
+    out = json.loads(loaded("search", "backnd_per_kindd", "--json").stdout)
+    assert out["didYouMean"] == "backend_per_kind"
+    assert ids_of_json(out) == [SEED_ID]
+    nothing = loaded("search", "backnd_per_kindd", "--repo", "numpy/numpy")
+    assert nothing.exit_code == 1
+    assert "Did you mean: backend_per_kind?" in nothing.stderr
+
+
+def test_a_query_found_whole_in_a_message_ranks_that_record_first(
+    invoke: Any, tmp_path: Path
+) -> None:
+    """bm25 prefers short texts with many of the words; a record whose message holds the
+    typed phrase as it is still comes first, typed bare or "quoted"."""
+    base = seed_record()
+    phrase = dict(
+        base,
+        id="00000000000000e1",
+        slug="pool-size",
+        errorMessage=(
+            "The configured connection pool size must be a positive integer, and the pool "
+            "timeout must be set as well when the engine is created for {url}"
+        ),
+    )
+    scattered = dict(
+        base,
+        id="00000000000000e2",
+        slug="integer-pool",
+        errorMessage="integer size positive: pool must be a pool size",
+        documentation="pool size pool size pool size must be positive integer",
+    )
+    write_jsonl(tmp_path / "in.jsonl", [scattered, phrase, *corpus_records()])
+    invoke("import", str(tmp_path / "in.jsonl"))
+    # the same words in another order are no phrase of either message: bm25 alone decides
+    shuffled = json.loads(invoke("search", "integer positive must pool size", "--json").stdout)
+    assert ids_of_json(shuffled)[0] == "00000000000000e2"
+    for query in ("pool size must be a positive integer", '"Pool Size must be a positive"'):
+        out = json.loads(invoke("search", query, "--json").stdout)
+        assert ids_of_json(out)[0] == "00000000000000e1", query
+        scores = [r["score"] for r in out["results"]]
+        assert scores == sorted(scores, reverse=True)  # best first, by score too

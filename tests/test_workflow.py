@@ -10,6 +10,7 @@ import re
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -418,3 +419,65 @@ def test_a_csv_cell_never_starts_a_spreadsheet_formula() -> None:
     assert _cell("=HYPERLINK(1)") == "'=HYPERLINK(1)"
     assert _cell("-1+1") == "'-1+1"
     assert _cell("ValueError") == "ValueError"
+
+
+# A `kb` whose fetch from the database and whose build of the matcher index each take 1.5 s
+# more than they would: the first match on a machine without the index, made slow enough to
+# need saying, as it is at 70k records.
+SLOW_INDEX_KB = """\
+import sys, time
+import kb.matcher.build as build
+import kb.shared_index as shared
+from kb.cli import cli
+
+def slowly(step):
+    def slow(*args, **kwargs):
+        time.sleep(1.5)
+        return step(*args, **kwargs)
+    return slow
+
+shared._fetch_into = slowly(shared._fetch_into)
+build.write_index = slowly(build.write_index)
+cli(prog_name="kb")
+"""
+
+
+@pytest.mark.parametrize(("opening", "closing"), [("Fetching", "Fetched"), ("Building", "Built")])
+def test_the_first_match_without_an_index_says_so_and_reports_its_true_time(
+    seeded_db: Path, tmp_path: Path, opening: str, closing: str
+) -> None:
+    """A machine without the matcher index (another user imported): fetching it from the
+    database, or building it when none is stored there, is said on the terminal while it
+    happens, and the summary's time includes that wait."""
+    import sqlite3
+
+    if opening == "Building":  # nothing stored in the database either: this machine builds it
+        with sqlite3.connect(seeded_db) as conn:
+            conn.execute("DELETE FROM matcher_index")
+    log = tmp_path / "ci.log"
+    log.write_text(CI_LOG)
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "a-new-machine"), "NO_COLOR": "1"}
+    argv = [sys.executable, "-c", SLOW_INDEX_KB, "--db", str(seeded_db), "match", str(log)]
+    started = time.perf_counter()
+    shown = in_terminal([*argv, "--no-pager"], rows=50, cols=120, env=env).decode()
+    took_ms = (time.perf_counter() - started) * 1000
+    lines = shown.replace("\r\n", "\n").splitlines()
+    said = [n for n, line in enumerate(lines) if line.startswith(f"{opening} the matcher")]
+    done = [n for n, line in enumerate(lines) if line.startswith(f"{closing} the matcher")]
+    assert said and done and said[0] < done[0], shown
+    waited = re.search(r"in (\d+\.\d) s\.", lines[done[0]])
+    assert waited is not None and float(waited[1]) >= 1.5
+    summary = re.search(r"1 known error in .*ci\.log \(.*?, (\d+) ms, \d+ of them (\w+) ", shown)
+    assert summary is not None, shown
+    assert float(waited[1]) * 1000 - 50 <= int(summary[1]) <= took_ms
+    assert summary[2] == opening.lower()
+    # not on a terminal: no status lines, the same true time
+    if opening == "Building":
+        with sqlite3.connect(seeded_db) as conn:
+            conn.execute("DELETE FROM matcher_index")
+    env["XDG_CACHE_HOME"] = str(tmp_path / "yet-another-machine")
+    piped = subprocess.run(argv, capture_output=True, text=True, env=env)
+    assert piped.returncode == 0, piped.stderr
+    assert "the matcher index" not in piped.stderr
+    quiet = re.search(r"\(.*?, (\d+) ms", piped.stdout)
+    assert quiet is not None and int(quiet[1]) >= 1500

@@ -12,23 +12,31 @@ from kb.errors import EXIT_NOTHING_FOUND, EXIT_OK
 
 @click.command(short_help="Look records up by words, id, slug, code.")
 @click.argument("words", nargs=-1, metavar="[QUERY]")
-@click.option("--repo", help="Only this repository (owner/name).", shell_complete=completer("repo"))
-@click.option("--tag", help="Only records with this tag.", shell_complete=completer("tag"))
+@click.option(
+    "--repo",
+    help="Only this repository: owner/name, or its short name (any case).",
+    shell_complete=completer("repo"),
+)
+@click.option(
+    "--tag", help="Only records with this tag (any case).", shell_complete=completer("tag")
+)
 @click.option(
     "--error-class",
-    help="Only this exception class, e.g. ValueError.",
+    help="Only this exception class (any case), e.g. ValueError or a qualified name.",
     shell_complete=completer("error_class"),
 )
 @click.option("--code", help="Only this error code.")
 @click.option(
     "--type",
     "error_type",
-    type=click.Choice(["exception", "error_code", "console", "http", "validation", "panic"]),
+    type=click.Choice(
+        ["exception", "error_code", "console", "http", "validation", "panic"], case_sensitive=False
+    ),
     help="Only this error type.",
 )
 @click.option(
     "--severity",
-    type=click.Choice(["critical", "error", "warning", "info"]),
+    type=click.Choice(["critical", "error", "warning", "info"], case_sensitive=False),
     help="Only this severity.",
 )
 @click.option("--limit", type=click.IntRange(1, 1000), default=10, show_default=True)
@@ -58,14 +66,16 @@ def search(
     """Look records up by words, an id, slug or error code, and filters.
 
     Words from a message, identifiers (backend_per_kind), dotted and slashed names
-    (torch.cuda, vllm/config/attention.py) and "quoted phrases" all work; filters work with
-    or without a query. Misspelt words are corrected ("did you mean"). Exit 1 when nothing
-    is found.
+    (torch.cuda, vllm/config/attention.py), qualified class names and "quoted phrases" all
+    work; a record whose message holds the query whole comes first. Filters ignore case and
+    work with or without a query. Misspelt words and identifiers are corrected ("did you
+    mean"). Exit 1 when nothing is found.
 
     \b
     Example:
       kb search unknown kv cache group kind
-      kb search --repo pandas-dev/pandas --error-class KeyError "not in index"
+      kb search --repo pandas --error-class keyerror "not in index"
+      kb search django.core.exceptions.ImproperlyConfigured
     """
     from kb import quick, render
     from kb.config import resolve_database_url

@@ -146,6 +146,13 @@ SCHEMAS: Final[dict[str, Any]] = {
             "query": _NULLABLE_STRING,
             "method": {"type": "string"},
             "didYouMean": _NULLABLE_STRING,
+            "filters": {
+                "type": "object",
+                "description": "Each filter given (and a qualified class name in the query, as "
+                "errorClass): the stored values it matched, whatever the case, by a "
+                "repository's short name or a class's last name.",
+                "additionalProperties": {"type": "array", "items": {"type": "string"}},
+            },
         },
     },
     "RecordResponse": {
