@@ -62,7 +62,7 @@ class BackgroundBuild:
                 [sys.executable, "-m", "kb.matcher.background", str(self.path), self.revision],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,  # a failed child only means a build after the import
             )
         except BaseException:
             self.path.unlink(missing_ok=True)
@@ -129,8 +129,6 @@ class BackgroundBuild:
             if child.poll() is None:
                 child.kill()
             child.wait()
-            if child.stderr is not None:
-                child.stderr.close()
         self.path.unlink(missing_ok=True)
 
     def _write(self, data: bytes) -> None:
@@ -147,8 +145,6 @@ class BackgroundBuild:
             return False
         self.end()
         child.wait()
-        if child.stderr is not None:
-            child.stderr.close()
         self._child = None
         return child.returncode == 0
 
