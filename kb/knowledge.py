@@ -291,25 +291,30 @@ class KnowledgeBase:
         top: int = 3,
         min_score: float | None = None,
         suggest: bool = True,
+        timeout: float | None = None,
     ) -> MatchReport:
         """Every known error in a log, best first. `log` is the log itself as a `str` (never a
         file name) or `bytes`, an open stream, or a path-like (`pathlib.Path`) naming a file
         to read. Each match carries its record (`match.record`), fetched on first use. The
         lines no record explains are in `report.unmatched`, with `kb search` suggestions
-        unless `suggest` is False. A matcher cache found damaged on the way is rebuilt and the
-        log matched again (a stream is kept for that up to kb.matcher.replay.REPLAY_BYTES)."""
+        unless `suggest` is False. After `timeout` seconds the log is read no further and what
+        was found is reported (`report.stats["stopped"] == "timeout"`). A matcher cache found
+        damaged on the way is rebuilt and the log matched again (a stream is kept for that up
+        to kb.matcher.replay.REPLAY_BYTES)."""
         from kb.matcher.cache import CacheDamaged
         from kb.matcher.rank import RecordSource
         from kb.matcher.replay import Replayable
 
         replayable = Replayable.wrap(log)
         try:
-            report = self.matcher().match(replayable.stream(), top=top, min_score=min_score)
+            report = self.matcher().match(
+                replayable.stream(), top=top, min_score=min_score, timeout=timeout
+            )
         except CacheDamaged as exc:
             self._notify(f"{exc.message}; rebuilding it")
             self._index = None
             again = replayable.again(exc)
-            report = self.matcher().match(again, top=top, min_score=min_score)
+            report = self.matcher().match(again, top=top, min_score=min_score, timeout=timeout)
         source = RecordSource((m.id for m in report.matches), self.get_many)
         for found in report.matches:
             found.source = source

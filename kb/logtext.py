@@ -44,6 +44,7 @@ UTF16_BOMS = (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
 JSON_MAX_CHARS = 1 << 20
 # Rows of one length looked at to decide whether they are wrapped.
 WRAP_SAMPLE = 64
+DIGITS_RE = re.compile(r"\d+")
 
 TRACEBACK_HEADER = "Traceback (most recent call last)"
 INDENTED_HEADER_RE = re.compile(r"([ \t]+)Traceback \(most recent call last\):")
@@ -84,6 +85,16 @@ def starts_record(line: str) -> bool:
     )
 
 
+def _same_start(line: str, other: str) -> bool:
+    """Whether two lines open with the same word, digits aside ("Loading shard 1 of 4",
+    "Loading shard 2 of 4"; "[1/4] ...", "[2/4] ..."): records of one kind, each complete. A
+    terminal carries a wrapped row on mid-sentence, seldom with the word the row opened with."""
+    words, others = line.split(None, 1), other.split(None, 1)
+    return bool(words and others) and (
+        DIGITS_RE.sub("0", words[0]) == DIGITS_RE.sub("0", others[0])
+    )
+
+
 def _wrap_width(lines: list[str]) -> int | None:
     """The width a terminal or logger wrapped these lines at, or None.
 
@@ -113,6 +124,8 @@ def _wrap_width(lines: list[str]) -> int | None:
             start = i + 1
             if i + 1 >= len(lines):
                 break
+            if _same_start(lines[i], lines[i + 1]):
+                continue  # records of one kind: they say nothing about wrapping either way
             checked += 1
             if (
                 lines[i + 1]
@@ -142,11 +155,13 @@ def split_lines(text: str, base: int = 1, data: bytes | None = None) -> LineBloc
     if text.startswith("\ufeff"):
         text, data = text[1:], None
     first: list[int] | None = None
+    old_mac = False
     if "\r" in text:
         data = None
         text = text.replace("\r\n", "\n")
         if "\r" in text and "\n" not in text.rstrip("\r"):
             text = text.replace("\r", "\n")  # old Mac line endings
+            old_mac = True
     raw = text.split("\n")
     if text.endswith("\n"):
         raw.pop()
@@ -163,7 +178,7 @@ def split_lines(text: str, base: int = 1, data: bytes | None = None) -> LineBloc
             else:
                 lines.append(line)
                 first.append(base + n)
-    if text is orig or (text == orig[1:] and orig.startswith("\ufeff")):
+    if old_mac or text is orig or (text == orig[1:] and orig.startswith("\ufeff")):
         consumed = len(raw)  # the same as counting newlines in the original text
     else:
         consumed = orig.count("\n") + (0 if orig.endswith("\n") else 1)
@@ -271,7 +286,19 @@ def _unwrap(block: LineBlock, width: int) -> LineBlock:
             first.append(block.line_no(i))
             last.append(block.end_line_no(i))
         following = block.lines[i + 1] if i + 1 < len(block.lines) else ""
-        joining = len(line) == width and bool(following) and not starts_record(following)
+        # A row of the width in a run of rows of one kind ("Loading shard 1 of 4 ...": their
+        # words after any log prefix open alike) is a whole record, and so is one that the next
+        # line starts the same way.
+        previous = block.lines[i - 1] if i and not joining else ""
+        joining = (
+            len(line) == width
+            and bool(following)
+            and not starts_record(following)
+            and not _same_start(line, following)
+            and not (
+                len(previous) == width and _same_start(strip_prefix(previous), strip_prefix(line))
+            )
+        )
     return LineBlock(lines, block.base, first, last)
 
 
@@ -356,7 +383,9 @@ def _blocks_of(chunks: Iterable[str | bytes], block_bytes: int) -> Iterator[Line
             pending_s = data_s[cut + 1 :]
             text = data_s[: cut + 1]
         block = split_lines(text, base, raw)
-        base += block.consumed
+        # A line too long to wait for its end (4 * block_bytes) is cut: the next block goes
+        # on with the same line of the log, not the one after it.
+        base += block.consumed - (0 if text.endswith(("\n", "\r")) else 1)
         yield block
     if pending_b:
         yield split_lines(pending_b.decode("utf-8", "replace"), base, pending_b)

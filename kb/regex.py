@@ -13,7 +13,8 @@ from typing import Any
 
 
 @cache
-def _quiet_options() -> Any:
+def quiet_options() -> Any:
+    """RE2 options with the error logger off."""
     import re2
 
     options = re2.Options()
@@ -25,4 +26,4 @@ def compile_re2(pattern: str) -> Any:
     """`re2.compile(pattern)` without RE2 logging an error to stderr (it raises as before)."""
     import re2
 
-    return re2.compile(pattern, _quiet_options())
+    return re2.compile(pattern, quiet_options())

@@ -20,6 +20,11 @@ from kb.cli.shared import (
 )
 from kb.errors import EXIT_NOTHING_FOUND, EXIT_OK, InputError
 
+# `kb match` stops reading a log after this long by default: far past a paste or a CI log
+# (seconds), short enough that a hostile or endless one cannot hold a terminal or a CI job;
+# a log of hundreds of megabytes may need more (--timeout 0).
+DEFAULT_MATCH_TIMEOUT = 60.0
+
 
 @click.command(short_help="Find the known errors in a log, with fixes.")
 @click.argument("source", required=False, default="-", metavar="[PATH|-]")
@@ -47,6 +52,13 @@ from kb.errors import EXIT_NOTHING_FOUND, EXIT_OK, InputError
     help="Records shown per error: the best and the alternatives.",
 )
 @min_score_option
+@click.option(
+    "--timeout",
+    type=click.FloatRange(0),
+    default=DEFAULT_MATCH_TIMEOUT,
+    show_default=True,
+    help="Stop reading the log after this many seconds and report what was found (0: no limit).",
+)
 @click.pass_context
 def match(
     ctx: click.Context,
@@ -60,6 +72,7 @@ def match(
     no_pager: bool,
     top: int,
     min_score: float | None,
+    timeout: float,
 ) -> None:
     """Find every known error in a log and print what is known about each one.
 
@@ -93,21 +106,21 @@ def match(
         except OSError as exc:
             raise InputError(str(exc), hint="Paste the log into `kb match -` instead.") from exc
         label = "the clipboard"
-        report, fetch = _matched(ctx, index, fetch, log_bytes, top, threshold)
+        report, fetch = _matched(ctx, index, fetch, log_bytes, top, threshold, timeout)
     elif source == "-":
         if sys.stdin.isatty():
             click.echo("Paste the log, then press Ctrl-D.", err=True)
         label = "the pasted text"
         if fmt == "github":
             log_bytes = sys.stdin.buffer.read()
-            report, fetch = _matched(ctx, index, fetch, log_bytes, top, threshold)
+            report, fetch = _matched(ctx, index, fetch, log_bytes, top, threshold, timeout)
         else:
-            report, fetch = _matched(ctx, index, fetch, sys.stdin.buffer, top, threshold)
+            report, fetch = _matched(ctx, index, fetch, sys.stdin.buffer, top, threshold, timeout)
     else:
         label = source
         try:
             with open(source, "rb") as stream:
-                report, fetch = _matched(ctx, index, fetch, stream, top, threshold)
+                report, fetch = _matched(ctx, index, fetch, stream, top, threshold, timeout)
         except OSError as exc:
             raise InputError(f"{source}: cannot read: {exc.strerror}") from exc
     report.stats.update(waited)  # the true time of a first match includes getting the index
@@ -151,6 +164,7 @@ def _matched(
     log: Any,
     top: int,
     threshold: float,
+    timeout: float = 0,
 ) -> tuple[Any, Callable[[list[str]], dict[str, Any]]]:
     """The report of `index` on `log`, and the fetcher to use with it. A matcher cache found
     damaged half-way is removed by then: it is built again (the full path) and the log read
@@ -158,16 +172,25 @@ def _matched(
     from kb.matcher.cache import CacheDamaged
     from kb.matcher.replay import Replayable
 
+    limit = timeout or None  # 0: no limit
     replayable = Replayable.wrap(log)
     try:
-        return index.match(replayable.stream(), top=top, min_score=threshold), fetch
+        report = index.match(replayable.stream(), top=top, min_score=threshold, timeout=limit)
     except CacheDamaged as exc:
         from kb.render import safe
 
         click.echo(f"note: {safe(exc.message, multiline=False)}; rebuilding it", err=True)
         kb = open_kb(ctx)
         again = replayable.again(exc)
-        return kb.matcher().match(again, top=top, min_score=threshold), kb.get_many
+        report = kb.matcher().match(again, top=top, min_score=threshold, timeout=limit)
+        fetch = kb.get_many
+    if report.stats.get("stopped") == "timeout":
+        click.echo(
+            f"kb match stopped after {timeout:g} s (--timeout), {report.stats['lines']:,} lines "
+            "in: the errors found so far are shown. --timeout 0 reads the whole log.",
+            err=True,
+        )
+    return report, fetch
 
 
 def _open_matching(

@@ -8,6 +8,7 @@ import gzip
 import hashlib
 import shutil
 import zlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Final
 
@@ -47,26 +48,38 @@ def _copy(
     stream: IO[bytes], out: IO[bytes] | None, entry: ManifestEntry, progress: ProgressFn | None
 ) -> str:
     limit = entry.size if entry.size is not None else UNANNOUNCED_MAX_BYTES
-    digest = hashlib.sha256()
-    count = 0
-    while chunk := stream.read(CHUNK):
-        count += len(chunk)
-        if count > limit:
-            raise InputError(
-                f"{entry.location}: larger than the {limit:,} bytes the manifest announces; "
-                "nothing was imported"
-            )
-        digest.update(chunk)
+
+    def each(chunk: bytes) -> None:
         if out is not None:
             out.write(chunk)
         if progress is not None:
             progress(len(chunk))
+
+    over = f"{entry.location}: larger than the {limit:,} bytes the manifest announces"
+    digest, count = _bounded_digest(stream, limit, over, each)
     if entry.size is not None and count != entry.size:
         raise InputError(
             f"{entry.location}: {count:,} bytes where the manifest announces {entry.size:,} "
             "(cut short?); nothing was imported"
         )
-    return digest.hexdigest()
+    return digest
+
+
+def _bounded_digest(
+    stream: IO[bytes], limit: int, over: str, each: Callable[[bytes], None] | None = None
+) -> tuple[str, int]:
+    """sha256 and length of a stream read in chunks, refused (`over`) past `limit` bytes, so a
+    lying size or a bomb stops there; `each` sees every chunk (a copy, progress)."""
+    digest = hashlib.sha256()
+    count = 0
+    while chunk := stream.read(CHUNK):
+        count += len(chunk)
+        if count > limit:
+            raise InputError(f"{over}; nothing was imported")
+        digest.update(chunk)
+        if each is not None:
+            each(chunk)
+    return digest.hexdigest(), count
 
 
 def _raw_digest(stream: IO[bytes], entry: ManifestEntry) -> str:
@@ -79,20 +92,12 @@ def _raw_digest(stream: IO[bytes], entry: ManifestEntry) -> str:
         source: IO[bytes] = stream
     else:
         source = gzip.GzipFile(fileobj=stream, mode="rb")  # type: ignore[assignment]
-    digest = hashlib.sha256()
-    count = 0
+    over = f"{entry.location}: decompresses past the {limit:,} bytes the manifest announces"
     try:
-        while chunk := source.read(CHUNK):
-            count += len(chunk)
-            if count > limit:
-                raise InputError(
-                    f"{entry.location}: decompresses past the {limit:,} bytes the manifest "
-                    "announces; nothing was imported"
-                )
-            digest.update(chunk)
+        digest, _count = _bounded_digest(source, limit, over)
     except (OSError, EOFError, zlib.error) as exc:
         raise InputError(f"{entry.location}: not a valid gzip file ({exc})") from exc
-    return digest.hexdigest()
+    return digest
 
 
 def _mismatch(entry: ManifestEntry, what: str, wanted: str, actual: str) -> InputError:

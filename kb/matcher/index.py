@@ -7,7 +7,7 @@ import os
 import threading
 import time
 from pathlib import Path
-from typing import IO, TYPE_CHECKING
+from typing import IO, TYPE_CHECKING, Any
 
 from kb import logtext
 from kb.matcher.cache import CACHE_FILE, CacheReader, file_identity, open_current
@@ -47,10 +47,13 @@ class MatcherIndex:
         top: int = 3,
         min_score: float | None = None,
         scoring: ScoringConfig = DEFAULT_SCORING,
+        timeout: float | None = None,
     ) -> MatchReport:
         """Every known error in `text` (a string, bytes, a binary/text stream or a path; streams
         and paths are read block by block). `top` records per error: the best plus top - 1
-        alternatives; reported from `min_score` (default: the scoring's)."""
+        alternatives; reported from `min_score` (default: the scoring's). After `timeout`
+        seconds (None: no limit) the log is read no further: what was found so far is
+        reported, with `stats["stopped"] = "timeout"`."""
         if min_score is not None and not 0 <= min_score <= 1:  # also refuses NaN
             raise ValueError(f"min_score must be a number from 0 to 1, got {min_score!r}")
         started = time.perf_counter()
@@ -62,6 +65,7 @@ class MatcherIndex:
             near_misses=self._near_miss_search,
             top=top,
             min_score=scoring.min_score if min_score is None else min_score,
+            deadline=None if timeout is None else time.monotonic() + timeout,
         )
         with self._lock:
             if isinstance(text, os.PathLike):
@@ -70,7 +74,7 @@ class MatcherIndex:
             else:
                 scan.run(logtext.blocks(text))
         matches = sorted(scan.matches.found, key=lambda m: (-m.score, m.line))
-        stats = {
+        stats: dict[str, Any] = {
             "lines": scan.lines_total,
             "records": self.records,
             "candidates": scan.candidates,
@@ -78,6 +82,8 @@ class MatcherIndex:
             "fuzzy_queries": scan.near_miss_queries,
             "elapsed_ms": round((time.perf_counter() - started) * 1000, 1),
         }
+        if scan.stopped is not None:
+            stats["stopped"] = scan.stopped
         return MatchReport(matches, stats, scan.unmatched)
 
     def _near_miss_search(self) -> NearMissSearch:

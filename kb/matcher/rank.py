@@ -9,6 +9,7 @@ is decided here too.
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -46,6 +47,9 @@ MAX_CHOICE_CHARS: Final = 80
 _CHOICE_SPLIT: Final = re.compile(r"\s*(?:,|\||\bor\b)\s*")
 _CHOICE_TRIM: Final = " \t'\"`[](){}<>."
 _ELLIPSIS_RE: Final = re.compile(r"(?:\.\.\.|…)['\"]?$")
+# A repeat cut short is looked for among this many earlier matches of its record (per list
+# kept): enough for any summary, and linear time when one record matches 100,000 values.
+MAX_FOLD_SCAN: Final = 64
 
 
 @dataclass
@@ -238,28 +242,47 @@ def to_match(
 
 class Matches:
     """The matches of one log so far. The same error again (a retry, pytest's short summary)
-    is one match: its other lines kept, its best-evidenced reading kept."""
+    is one match: its other lines kept, its best-evidenced reading kept.
+
+    Repeats are found by hashing, never by comparing with every earlier match: one record
+    matched with different values on each of 8,000 lines once took 53 s, pair by pair."""
 
     def __init__(self) -> None:
         self.found: list[Match] = []
         self._by_values: dict[tuple[str, tuple[str, ...]], Match] = {}
         self._by_line: dict[tuple[str, int], Match] = {}
+        self._lines: dict[str, list[int]] = {}  # each record's matched lines, sorted
+        # For repeats cut short: the values at each place, sorted (with the match's place in
+        # `found`), under the record, the number of values and the values before that place;
+        # and the matches with a value cut short, by record and number of values.
+        self._sorted_values: dict[tuple[str, int, tuple[str, ...]], list[tuple[str, int]]] = {}
+        self._with_cut: dict[tuple[str, int], list[int]] = {}
 
     def near(self, record_id: str, line: int, distance: int) -> bool:
         """Whether the record was matched within `distance` lines of `line`."""
-        return any(m.id == record_id and abs(m.line - line) <= distance for m in self.found)
+        lines = self._lines.get(record_id, [])
+        i = bisect.bisect_left(lines, line - distance)
+        return i < len(lines) and lines[i] <= line + distance
 
     def add(self, match: Match) -> None:
         key = (match.id, tuple(match.captures))
         seen = (
             self._by_values.get(key)
             or self._by_line.get((match.id, match.line))
-            or _truncated_repeat(self.found, match)
+            or self._truncated_repeat(match)
         )
         if seen is None:
             self._by_values[key] = match
             self._by_line[(match.id, match.line)] = match
             self.found.append(match)
+            bisect.insort(self._lines.setdefault(match.id, []), match.line)
+            values = tuple(match.captures)
+            place = len(self.found) - 1
+            for i, value in enumerate(values):
+                before = (match.id, len(values), values[:i])
+                bisect.insort(self._sorted_values.setdefault(before, []), (value, place))
+            if any(_is_cut(value) for value in values):
+                self._with_cut.setdefault((match.id, len(values)), []).append(place)
             return
         if match.line != seen.line and match.line not in seen.other_lines:
             # (one line read twice, as a JSON record and unpacked, is one occurrence)
@@ -273,16 +296,34 @@ class Matches:
             seen.alternatives = match.alternatives
             seen.duplicates = match.duplicates
 
+    def _truncated_repeat(self, match: Match) -> Match | None:
+        """The first earlier match of the same record whose values this one repeats cut
+        short, or that repeats this one's cut short, as pytest's short test summary does
+        ("Invalid version: '2.1.0-..."). Values equal to the end are a repeat found by
+        hashing, so a pair needs a value cut short: a match with one looks among those whose
+        values start the same (a range of a sorted list), and every match among those with a
+        cut value of their own, up to MAX_FOLD_SCAN of each."""
+        values = tuple(match.captures)
+        places = list(self._with_cut.get((match.id, len(values)), [])[:MAX_FOLD_SCAN])
+        first_cut = next((i for i, value in enumerate(values) if _is_cut(value)), None)
+        if first_cut is not None:
+            stem = _ELLIPSIS_RE.sub("", values[first_cut])
+            ordered = self._sorted_values.get((match.id, len(values), values[:first_cut]), [])
+            start = bisect.bisect_left(ordered, (stem,))
+            for value, place in ordered[start : start + MAX_FOLD_SCAN]:
+                if not value.startswith(stem):
+                    break
+                places.append(place)
+        for place in sorted(set(places)):
+            seen = self.found[place]
+            if all(_same_or_cut(a, b) for a, b in zip(seen.captures, values, strict=True)):
+                return seen
+        return None
 
-def _truncated_repeat(matches: Sequence[Match], match: Match) -> Match | None:
-    """An earlier match of the same record whose values this one repeats cut short, as
-    pytest's short test summary does ("Invalid version: '2.1.0-...")."""
-    for seen in matches:
-        if seen.id != match.id or len(seen.captures) != len(match.captures):
-            continue
-        if all(_same_or_cut(a, b) for a, b in zip(seen.captures, match.captures, strict=True)):
-            return seen
-    return None
+
+def _is_cut(value: str) -> bool:
+    """Whether a captured value ends the way a cut-short one does ("...", "…")."""
+    return _ELLIPSIS_RE.search(value) is not None
 
 
 def _same_or_cut(a: str, b: str) -> bool:

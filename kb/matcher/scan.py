@@ -11,6 +11,7 @@ in memory (kb.matcher.window).
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Final
 
@@ -39,8 +40,15 @@ from kb.matcher.tracebacks import (
     group_tracebacks,
     is_quoted_source,
 )
-from kb.matcher.verify import Hit, Verifier, has_code, subjects
-from kb.matcher.window import Window
+from kb.matcher.verify import (
+    SHARED_KEY_PATTERNS,
+    Hit,
+    Subject,
+    Verifier,
+    has_code,
+    subjects,
+)
+from kb.matcher.window import CARRY_LINES, Window
 
 if TYPE_CHECKING:
     from kb.matcher.fuzzy import NearMiss, NearMissSearch
@@ -54,6 +62,27 @@ TRACEBACK_ABOVE: Final = 2
 # ... or (innermost-first formats) whose frames start this close below it (Go: a blank line and
 # "goroutine 1 [running]:" come before the frames).
 FRAMES_BELOW: Final = 6
+# At most this many patterns are tried on one line, those of its most specific keys first:
+# real logs need at most 50 (the shared corpus's 150,000 records), and 1,800 records all
+# keyed on "Error: " once made a 20,000-line log 36 million candidates (260 s, 7 GB).
+MAX_LINE_CANDIDATES: Final = 128
+# What a one-line pattern's subjects are cut out as (only its lines matter to `subjects`).
+ONE_LINE: Final = Pattern(
+    idx=-1,
+    regex="",
+    engine="re2",
+    generic=False,
+    literal_chars=0,
+    key_line=0,
+    newlines=0,
+    names=(),
+    records=(),
+    relaxed=None,
+    nested=False,
+    others=(),
+)
+# Candidates are verified in batches of about this many (their patterns read in one query).
+VERIFY_BATCH: Final = 4096
 # A raising frame adds no match of its own this close to a match of the same record.
 FRAME_ONLY_NEAR: Final = 80
 # Pastes this short get every line tried as a near miss, not only error-looking ones, and each
@@ -88,8 +117,11 @@ class LogScan:
         near_misses: Callable[[], NearMissSearch],
         top: int,
         min_score: float,
+        deadline: float | None = None,
     ) -> None:
         self.reader = reader
+        self.deadline = deadline  # time.monotonic() past which the scan stops reading
+        self.stopped: str | None = None  # "timeout" when it did
         self.prefilter = prefilter
         self.verifier = verifier
         self.scorer = scorer
@@ -125,6 +157,7 @@ class LogScan:
         # figures for the report
         self.lines_total = 0
         self.candidates = 0
+        self.candidates_skipped = 0  # past MAX_LINE_CANDIDATES on their line
         self.verified = 0
         self.near_miss_queries = 0
 
@@ -140,10 +173,14 @@ class LogScan:
                     previous = current = BlockScan(self.prefilter, block)
                     continue
                 previous.result()  # done before the next block's scan starts
+                if self._out_of_time():
+                    break
                 current = BlockScan(self.prefilter, block)
                 self._block(previous, final=False)
                 previous = current
-            if previous is not None:
+            if self.stopped is not None:
+                self._finalize(None)  # the blocks worked on so far, reported
+            elif previous is not None:
                 self._block(previous, final=True)
             else:
                 self._finalize(None)
@@ -152,6 +189,12 @@ class LogScan:
             # scratch spaces: the next match() would find them in use.
             if current is not None:
                 current.wait()
+
+    def _out_of_time(self) -> bool:
+        """Whether the deadline has passed (then the scan stops, and says so)."""
+        if self.deadline is not None and time.monotonic() >= self.deadline:
+            self.stopped = "timeout"
+        return self.stopped is not None
 
     # ---- one block: key hits, frames, exception lines, verification ------------------------
 
@@ -192,7 +235,7 @@ class LogScan:
         verified hits."""
         reader = self.reader
         lines = self.window.lines
-        pending_patterns: list[tuple[int, int]] = []
+        pattern_keys: dict[int, list[int]] = {}  # line -> the pattern keys found on it
         code_hits: list[tuple[int, int]] = []
         pattern_keys_end = reader.pattern_keys_end
         reader.prefetch_keys(
@@ -203,8 +246,7 @@ class LogScan:
             for key_id in key_ids:
                 kind = PATTERN if key_id < pattern_keys_end else reader.kind(key_id)
                 if kind == PATTERN:
-                    for p in reader.key_patterns(key_id):
-                        pending_patterns.append((p, line_index))
+                    pattern_keys.setdefault(line_index, []).append(key_id)
                 elif kind == CODE:
                     code_hits.append((key_id, line_index))
                 elif kind == FRAME:
@@ -227,22 +269,117 @@ class LogScan:
                         self.level_rows.add(row)
                     if PYTEST_LOC_RE.search(lines[line_index]):
                         self.errors.pop(row, None)  # a pytest location line, read as a frame
-        reader.load_patterns(p for p, _ in pending_patterns)
-        for p, line_index in pending_patterns:
-            self._verify(reader.pattern(p), line_index, final)
+        # Verified a batch at a time: what is held stays bounded however many lines hit keys.
+        pending: list[tuple[int, int]] = []
+        found_subjects: dict[tuple[int, int, int], list[Subject]] = {}
+        for line_index, line_keys in pattern_keys.items():
+            tried = self._line_candidates(line_index, line_keys, final, found_subjects)
+            pending.extend((p, line_index) for p in tried)
+            if len(pending) >= VERIFY_BATCH:
+                self._verify_all(pending, final, found_subjects)
+                pending = []
+                found_subjects = {}
+        self._verify_all(pending, final, found_subjects)
         for key_id, line_index in code_hits:
             self._verify_code(key_id, line_index)
 
-    def _verify(self, pattern: Pattern, line_index: int, final: bool) -> None:
+    def _line_candidates(
+        self,
+        line_index: int,
+        key_ids: list[int],
+        final: bool,
+        found_subjects: dict[tuple[int, int, int], list[Subject]],
+    ) -> list[int]:
+        """The patterns to try on one line, for the pattern keys found on it. A key that many
+        patterns share offers those its RE2 set finds on the line; then, when they are still
+        more than MAX_LINE_CANDIDATES, those of the most specific keys (the fewest patterns,
+        then the longest text) are tried, MAX_LINE_CANDIDATES of them."""
+        reader = self.reader
+        offered: dict[int, list[int]] = {}
+        for key_id in key_ids:
+            patterns = reader.key_patterns(key_id)
+            if len(patterns) >= SHARED_KEY_PATTERNS:
+                patterns = self._shared_key_candidates(
+                    key_id, patterns, line_index, final, found_subjects
+                )
+            offered[key_id] = patterns
+        found = [p for key_id in key_ids for p in offered[key_id]]
+        if len(found) <= MAX_LINE_CANDIDATES:
+            return found
+        self.candidates_skipped += len(found) - MAX_LINE_CANDIDATES
+        kept: set[int] = set()
+        by_specificity = sorted(
+            key_ids,
+            key=lambda k: (len(reader.key_patterns(k)), -len(reader.key_text(k)), k),
+        )
+        for key_id in by_specificity:
+            kept.update(offered[key_id][: MAX_LINE_CANDIDATES - len(kept)])
+            if len(kept) >= MAX_LINE_CANDIDATES:
+                break
+        return [p for p in found if p in kept]  # tried in the order they were found
+
+    def _shared_key_candidates(
+        self,
+        key_id: int,
+        patterns: list[int],
+        line_index: int,
+        final: bool,
+        found_subjects: dict[tuple[int, int, int], list[Subject]],
+    ) -> list[int]:
+        """The patterns of a key many share that may match on the line: its RE2 set run on
+        the line's subjects (as one-line patterns see it), and those the set cannot hold."""
+
+        def load() -> list[Pattern]:
+            self.reader.load_patterns(patterns)
+            return [self.reader.pattern(p) for p in patterns]
+
+        shared = self.verifier.shared_key(key_id, load)
+        one_line = (line_index, 0, 0)
+        cut_out = found_subjects.get(one_line)
+        if cut_out is None:
+            cut_out = found_subjects[one_line] = subjects(
+                self.window.lines, line_index, ONE_LINE, final
+            )
+        return shared.candidates([s.text for s in cut_out])
+
+    def _verify_all(
+        self,
+        pending: list[tuple[int, int]],
+        final: bool,
+        found_subjects: dict[tuple[int, int, int], list[Subject]],
+    ) -> None:
+        """Verify candidate patterns, (pattern, line) each; a line's subjects cut out once
+        for all the patterns that need the same lines."""
+        if self._out_of_time():
+            return  # a block of many candidates stops between batches
+        reader = self.reader
+        reader.load_patterns(p for p, _ in pending)
+        for p, line_index in pending:
+            self._verify(reader.pattern(p), line_index, final, found_subjects)
+
+    def _verify(
+        self,
+        pattern: Pattern,
+        line_index: int,
+        final: bool,
+        found_subjects: dict[tuple[int, int, int], list[Subject]],
+    ) -> None:
         self.candidates += 1
         start = line_index - pattern.key_line
         tried = (pattern.idx, self.window.first_row + max(start, 0))
         if tried in self.tried_patterns:
             return
-        found = subjects(self.window.lines, line_index, pattern, final)
+        # the subjects depend on the pattern only by the lines it spans
+        cut_out = (line_index, pattern.key_line, pattern.newlines)
+        found = found_subjects.get(cut_out)
+        if found is None:
+            found = subjects(self.window.lines, line_index, pattern, final)
+            found_subjects[cut_out] = found
         if not found:
             return
-        self.tried_patterns.add(tried)
+        if line_index >= len(self.window.lines) - CARRY_LINES:
+            # the next block scans this line again, with its carried lines: tried once
+            self.tried_patterns.add(tried)
         verified = self.verifier.verify(pattern, found)
         if verified is None:
             return

@@ -12,7 +12,7 @@ match for minutes on a 60-character line.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -27,6 +27,10 @@ VALUE_STOP_RE: Final = re.compile(
     r"During handling|The above exception|\s*File \"|\s+at |[\w.]+(?:Error|Exception):|E  |_ _ _"
 )
 _CODE_BOUNDARY: Final = re.compile(r"[\w-]")
+# A key shared by this many patterns or more is checked on a line by one RE2 set of them, not
+# pattern by pattern: 1,800 records keyed on "Error: " once made each line of a log 1,800
+# candidates. (The shared corpus's keys have at most 18 patterns: they never get here.)
+SHARED_KEY_PATTERNS: Final = 32
 # A backtracking-only pattern is checked exactly on spans up to this long (see _confirm).
 GUARD_MAX_CHARS: Final = 256
 
@@ -127,6 +131,14 @@ class Verifier:
     def __init__(self) -> None:
         self._compiled: dict[int, Any] = {}  # None: the pattern cannot be compiled
         self._runs_on: dict[int, Any] = {}
+        self._shared_keys: dict[int, SharedKey] = {}  # by key id
+
+    def shared_key(self, key_id: int, patterns: Callable[[], Sequence[Pattern]]) -> SharedKey:
+        """The RE2 set of a key many patterns share (`patterns` read only the first time)."""
+        found = self._shared_keys.get(key_id)
+        if found is None:
+            found = self._shared_keys[key_id] = SharedKey(patterns())
+        return found
 
     def verify(self, pattern: Pattern, candidates: Sequence[Subject]) -> Verified | None:
         """The first subject the pattern matches, with what it captured."""
@@ -188,6 +200,47 @@ class Verifier:
             except Exception:
                 self._runs_on[pattern.idx] = None
         return self._runs_on[pattern.idx]
+
+
+class SharedKey:
+    """The one-line patterns of a key many patterns share, in one RE2 set: one pass over a
+    line's subjects says which of them may match there (a superset: `.` matches newlines, a
+    backtracking-only pattern is its RE2 superset). Patterns the set cannot hold (spanning
+    lines, not compilable) are always candidates."""
+
+    def __init__(self, patterns: Sequence[Pattern]) -> None:
+        import re2
+
+        from kb.regex import quiet_options
+
+        self.always: set[int] = set()  # pattern idxs tried one by one
+        self._place = {pattern.idx: i for i, pattern in enumerate(patterns)}
+        self._members: list[int] = []  # the set's index -> pattern idx
+        self._set: Any = re2.Set.SearchSet(quiet_options())
+        for pattern in patterns:
+            source = pattern.relaxed if pattern.engine == "guarded" else pattern.regex
+            if pattern.newlines or not source:
+                self.always.add(pattern.idx)
+                continue
+            try:
+                self._set.Add("(?s)" + source)
+            except re2.error:
+                self.always.add(pattern.idx)
+                continue
+            self._members.append(pattern.idx)
+        try:
+            self._set.Compile()
+        except re2.error:  # past RE2's memory budget: each tried alone
+            self.always.update(self._members)
+            self._members = []
+
+    def candidates(self, texts: Sequence[str]) -> list[int]:
+        """The idxs of the patterns that may match one of `texts`, in the key's order."""
+        found = set(self.always)
+        if self._members:
+            for text in texts:
+                found.update(self._members[i] for i in self._set.Match(text) or ())
+        return sorted(found, key=self._place.__getitem__)
 
 
 def _confirm(pattern: Pattern, subject: str, m: Any) -> bool:

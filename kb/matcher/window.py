@@ -10,6 +10,8 @@ from kb.logtext import LineBlock
 
 # Lines of earlier blocks kept for context (tracebacks above a message, messages split over lines).
 CARRY_LINES: Final = 160
+# ... and at most this many characters of them (a log's lines are seldom over a few KB).
+CARRY_CHARS: Final = 1 << 20
 
 
 class Window:
@@ -25,6 +27,13 @@ class Window:
         """Move on to the next block, keeping CARRY_LINES of this one in front of it for
         context; returns the lines kept."""
         carry = min(CARRY_LINES, len(self.lines))
+        # ... and at most CARRY_CHARS of them: a line of 16 MB, 160 times, once held 2.5 GB
+        kept_chars = 0
+        for back in range(1, carry + 1):
+            kept_chars += len(self.lines[-back])
+            if kept_chars > CARRY_CHARS:
+                carry = back - 1
+                break
         new_nos: Sequence[int] = (
             block.first
             if block.first is not None

@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -227,3 +228,190 @@ def test_the_streaming_reader_fails_only_with_input_error(text: str, step: int) 
 
     with contextlib.suppress(InputError):
         list(JsonStream(Trickle(text, step), "t.json").events())
+
+
+# ---- the matcher and the log reader --------------------------------------------------------
+
+WORD = st.from_regex(r"\A[a-z]{1,10}\Z")
+# Values a placeholder takes: identifiers, numbers, paths.
+VALUE = st.from_regex(r"\A[A-Za-z0-9_./-]{1,16}\Z")
+NOISE_LINE = st.builds(
+    "2026-03-14T08:00:{:02d}Z INFO  [{}] {}".format,
+    st.integers(0, 59),
+    WORD,
+    st.lists(WORD, max_size=12).map(" ".join),
+)
+
+
+def _render(record: dict[str, Any], values: list[str]) -> str:
+    """The record's message with `values` in its placeholders, after its class."""
+    from kb.patterns import message_pieces
+
+    pieces = message_pieces(record["errorMessage"])
+    free = iter(values * len(pieces))
+    message = "".join(next(free) if piece is None else piece for piece in pieces)
+    return f"{record['errorClass']}: {message}" if record.get("errorClass") else message
+
+
+def _found_at(report: Any, record_id: str, line: int) -> bool:
+    return any(m.line == line and record_id in (m.id, *m.duplicates) for m in report.matches)
+
+
+@pytest.fixture(scope="module")
+def matcher_fixture(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, list[dict[str, Any]]]:
+    """The matcher fixture's records indexed, and those whose message, rendered with plain
+    values and alone in a log, is found: the ones a noisy log must not lose."""
+    from kb.matcher import build_index, sources_from_records
+    from tests.conftest import FIXTURES
+
+    with open(FIXTURES / "matcher" / "records.jsonl", encoding="utf-8") as fh:
+        fixture = [json.loads(line) for line in fh]
+    index = build_index(sources_from_records(fixture), tmp_path_factory.mktemp("c"), "props")
+    found = [
+        r
+        for r in fixture
+        if "\n" not in r["errorMessage"]
+        and _found_at(index.match(_render(r, ["value_1"]) + "\n"), r["id"], 1)
+    ]
+    assert len(found) >= 15, [r["id"] for r in found]
+    return index, found
+
+
+@settings(BOUNDED, max_examples=40)
+@given(data=st.data())
+def test_a_rendered_message_in_random_noise_is_found_on_its_line(
+    matcher_fixture: tuple[Any, list[dict[str, Any]]], data: Any
+) -> None:
+    index, found = matcher_fixture
+    record = data.draw(st.sampled_from(found))
+    values = data.draw(st.lists(VALUE, min_size=1, max_size=3))
+    before = data.draw(st.lists(NOISE_LINE, max_size=30))
+    after = data.draw(st.lists(NOISE_LINE, max_size=30))
+    log = "\n".join([*before, _render(record, values), *after]) + "\n"
+    report = index.match(log)
+    assert _found_at(report, record["id"], len(before) + 1), (
+        [(m.line, m.id) for m in report.matches],
+        log,
+    )
+
+
+# Any text at all, and text made of the pieces logs are made of (prefixes, frames, escapes,
+# line endings, JSON, quotes), so the reader's branches are all reached.
+LOG_PIECES = st.sampled_from(
+    [
+        "\n",
+        "\r\n",
+        "\r",
+        "\x1b[31m",
+        "\x1b[0m",
+        "\\u001b[91m",
+        "\ufeff",
+        "2026-03-14T08:00:00.000Z ERROR ",
+        "api-1  | ",
+        "E   ",
+        "  ",
+        "\t",
+        "Traceback (most recent call last):\n",
+        '  File "/srv/app/mod.py", line 12, in run\n',
+        "    at Object.<anonymous> (/app/index.js:10:5)\n",
+        "ValueError: ",
+        "KeyError: \"'x'\"",
+        "raised ValueError('bad')",
+        '{"level": "error", "message": "ValueError: bad\\n  more"}',
+        "...",
+        "…",
+        "x" * 80,
+        "│",
+        "'",
+        '"',
+        "\\",
+    ]
+)
+LOG_TEXT = st.text(max_size=300) | st.lists(LOG_PIECES | st.text(max_size=8), max_size=40).map(
+    "".join
+)
+
+
+@FUZZ
+@given(LOG_TEXT, st.integers(1, 64), st.booleans())
+def test_the_log_reader_never_raises_and_numbers_lines_in_order(
+    text: str, block_bytes: int, as_bytes: bool
+) -> None:
+    from kb import logline, logtext
+
+    source: str | bytes = text.encode("utf-8", "surrogatepass") if as_bytes else text
+    numbers: list[tuple[int, int]] = []
+    for block in logtext.blocks(source, block_bytes=block_bytes):
+        for i, line in enumerate(block.lines):
+            numbers.append((block.line_no(i), block.end_line_no(i)))
+            logline.strip_prefix(line)
+            logline.level_of(line)
+            logline.exception_of(line)
+            logline.raised_line(line)
+            logline.repr_exception(line)
+            logline.parse_frame(line)
+            logline.cut_message(line)
+            logline.unrepr_message(line)
+    assert all(first <= last for first, last in numbers)
+    assert [first for first, _ in numbers] == sorted(first for first, _ in numbers)
+    assert all(last <= text.count("\n") + text.count("\r") + 1 for _, last in numbers)
+
+
+REGEX_PIECES = st.sampled_from(
+    [
+        "(.+?)",
+        "(.*)",
+        "(?<name>\\w+)",
+        "\\k<name>",
+        "(?=x)",
+        "(?!x)",
+        "(?<=x)",
+        "[a-z]",
+        "[^\\]]",
+        "\\d+",
+        "\\u{1F600}",
+        "\\u00e9",
+        "\\/",
+        "\\",
+        "(",
+        ")",
+        "[",
+        "]",
+        "{2,}",
+        "+",
+        "*",
+        "?",
+        "|",
+        "^",
+        "$",
+        ".",
+        "\\.",
+        "\\n",
+        "Error: ",
+        " is not supported",
+        "{x}",
+    ]
+)
+REGEX_TEXT = st.text(max_size=60) | st.lists(REGEX_PIECES | st.text(max_size=6), max_size=20).map(
+    "".join
+)
+
+
+@FUZZ
+@given(REGEX_TEXT, REGEX_TEXT)
+def test_the_pattern_translator_never_raises(message_pattern: str, error_message: str) -> None:
+    """`prepare` takes any pattern (an invalid one falls back to the message, with a warning)
+    and what it gives runs in RE2 or is marked invalid."""
+    from kb import patterns
+    from kb.regex import compile_re2
+    from kb.relax import relax
+
+    prepared = patterns.prepare(message_pattern, error_message)
+    assert prepared.engine in ("re2", "guarded", "invalid")
+    assert (prepared.regex is None) == (prepared.engine == "invalid" and not prepared.keys)
+    if prepared.engine == "re2" and prepared.regex is not None:
+        compile_re2(prepared.regex)  # what is marked re2 compiles in RE2
+    patterns.translate_js(message_pattern)
+    if prepared.regex is not None:
+        relax(prepared.regex)
+        patterns.backtracking_unbounded(prepared.regex)
