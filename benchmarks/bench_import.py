@@ -1,15 +1,21 @@
-"""Time `kb import` of a corpus against only parsing the same file, in one run.
+"""Time the `kb import` command (with its matcher build) against `sqlite-utils insert` of the
+same records and against only parsing the file, in one run.
 
-Each measurement is a new process (so peak memory is its own), repeated; medians are
-reported with the ratio kb/parse. Usage:
+Each measurement is a new process (so peak memory is its own), and the commands take turns
+within each run, so that a machine shared with other work slows them alike; medians are
+reported with the speed ratio sqlite-utils / kb (at least 1: kb as fast). `--baseline DIR`
+adds the `kb import` of another checkout (e.g. `git worktree add /tmp/base main`), run with
+PYTHONPATH=DIR by this venv, for a before/after in the same run. Usage:
 
-    python benchmarks/bench_import.py [--corpus ../shared/corpus] [--runs 3]
+    python benchmarks/bench_import.py [--corpus ../shared/corpus] [--file records.jsonl.gz]
+                                      [--runs 3] [--baseline DIR] [--no-reimport]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -19,6 +25,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_CORPUS = HERE.parent.parent / "shared" / "corpus"
+SQLITE_UTILS = str(Path(sys.executable).with_name("sqlite-utils"))
 
 PARSE_ONLY = """
 import gzip, json, sys
@@ -31,16 +38,21 @@ print(n)
 """
 
 
-def run(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, float]:
-    """Wall seconds and peak RSS (MB) of one child process."""
+def run(
+    argv: list[str], env: dict[str, str] | None = None, shell: bool = False
+) -> tuple[float, float, float]:
+    """Wall seconds, peak RSS (MB; the largest of its processes) and CPU seconds (user +
+    system, its own processes' together) of one child process."""
     started = time.perf_counter()
-    process = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    process = subprocess.Popen(
+        argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, shell=shell
+    )
     _, status, usage = os.wait4(process.pid, 0)
     elapsed = time.perf_counter() - started
     if os.waitstatus_to_exitcode(status) != 0:
         assert process.stderr is not None
         sys.exit(f"{argv} failed: {process.stderr.read().decode()[-2000:]}")
-    return elapsed, usage.ru_maxrss / 1024
+    return elapsed, usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime
 
 
 def main() -> None:
@@ -50,40 +62,65 @@ def main() -> None:
     parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
     parser.add_argument("--file", default="records.jsonl.gz")
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--baseline", type=Path, help="another checkout of kb to time too")
+    parser.add_argument("--no-reimport", action="store_true", help="skip the re-import row")
     args = parser.parse_args()
-    source = args.corpus / args.file
+    source = args.corpus / args.file if not Path(args.file).is_absolute() else Path(args.file)
     if not source.exists():
         sys.exit(f"{source}: not found (use --corpus)")
     lines = sum(1 for _ in __import__("gzip").open(source, "rb"))
 
-    parse: list[tuple[float, float]] = []
-    kb: list[tuple[float, float]] = []
-    reimport: list[tuple[float, float]] = []
-    for _ in range(args.runs):
-        parse.append(run([sys.executable, "-c", PARSE_ONLY, str(source)]))
-        with tempfile.TemporaryDirectory() as tmp:
-            db = str(Path(tmp) / "kb.sqlite3")
-            command = [sys.executable, "-m", "kb", "--db", db, "import", "--quiet", str(source)]
-            kb.append(run(command))
-            reimport.append(run(command))  # every record unchanged: the upsert's read path
+    samples: dict[str, list[tuple[float, float, float]]] = {}
+    kinds = ["parse", "sqlite-utils", "kb"] + (["baseline"] if args.baseline else [])
+    with tempfile.TemporaryDirectory() as tmp:
+        env = {**os.environ, "XDG_CACHE_HOME": str(Path(tmp) / "cache")}
+        for i in range(args.runs):
+            for kind in kinds:
+                db = Path(tmp) / f"{kind}.sqlite3"
+                for leftover in Path(tmp).glob(f"{kind}.sqlite3*"):
+                    leftover.unlink()
+                shutil.rmtree(Path(tmp) / "cache", ignore_errors=True)
+                print(f"run {i + 1}/{args.runs}: {kind}", file=sys.stderr, flush=True)
+                if kind == "parse":
+                    sample = run([sys.executable, "-c", PARSE_ONLY, str(source)])
+                elif kind == "sqlite-utils":
+                    command = f"gzip -dc {source} | {SQLITE_UTILS} insert {db} records - --nl"
+                    sample = run([command], shell=True)
+                else:
+                    kb_env = dict(env)
+                    if kind == "baseline":
+                        kb_env["PYTHONPATH"] = str(args.baseline)
+                    command = [sys.executable, "-m", "kb", "--db", str(db), "import", "--quiet"]
+                    sample = run([*command, str(source)], env=kb_env)
+                    if kind == "kb" and not args.no_reimport:
+                        again = run([*command, str(source)], env=kb_env)
+                        samples.setdefault("kb again", []).append(again)
+                samples.setdefault(kind, []).append(sample)
 
-    def med(samples: list[tuple[float, float]], i: int) -> float:
-        return statistics.median(s[i] for s in samples)
+    def med(name: str, i: int) -> float:
+        return statistics.median(s[i] for s in samples[name])
 
-    base = med(parse, 0)
+    base = med("sqlite-utils", 0)
     print(f"# Import benchmark: {source.name}, {lines:,} records, {args.runs} runs, medians\n")
-    print("| what | seconds | records/s | ratio to parse | peak RSS MB |")
-    print("|---|---:|---:|---:|---:|")
-    for name, samples in [
-        ("parse only (gzip + json.loads)", parse),
-        ("kb import into a new SQLite db", kb),
-        ("kb import again (all unchanged)", reimport),
-    ]:
-        seconds = med(samples, 0)
+    print("| what | seconds | records/s | speed ratio to sqlite-utils | peak RSS MB | CPU s |")
+    print("|---|---:|---:|---:|---:|---:|")
+    names = {
+        "parse": "parse only (gzip + json.loads)",
+        "sqlite-utils": "gzip -dc \\| sqlite-utils insert --nl",
+        "kb": "`kb import` (with the matcher build) into a new SQLite db",
+        "baseline": f"`kb import` of {args.baseline}",
+        "kb again": "`kb import` again (all unchanged)",
+    }
+    for name in [*kinds, "kb again"]:
+        if name not in samples:
+            continue
+        seconds = med(name, 0)
         print(
-            f"| {name} | {seconds:.2f} | {lines / seconds:,.0f} | {seconds / base:.1f}x "
-            f"| {med(samples, 1):.0f} |"
+            f"| {names[name]} | {seconds:.2f} | {lines / seconds:,.0f} | {base / seconds:.2f} "
+            f"| {med(name, 1):.0f} | {med(name, 2):.1f} |"
         )
+    every = ", ".join(f"{k}: {' '.join(f'{s[0]:.1f}' for s in v)}" for k, v in samples.items())
+    print(f"\nEvery run's seconds: {every}")
 
 
 if __name__ == "__main__":

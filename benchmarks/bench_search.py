@@ -4,6 +4,11 @@ Warm: library calls in one process (median and p95 per query, over repeats). Col
 `kb search` process per query (median). The database is built once into benchmarks/out/.
 
     python benchmarks/bench_search.py [--corpus ../shared/corpus] [--repeats 20]
+                                      [--db PATH] [--against PATH]
+
+`--db` searches an existing database (e.g. one `run.py` imported at 1M records); `--against`
+a second one in the same process, the two taking turns query by query, so that a machine
+shared with other work slows both alike (a before/after of an index change), with the ratio.
 """
 
 from __future__ import annotations
@@ -63,8 +68,13 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=HERE / "out")
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--cold-runs", type=int, default=5)
+    parser.add_argument("--db", type=Path, help="an existing database to search")
+    parser.add_argument("--against", type=Path, help="a second database, searched in turns")
     args = parser.parse_args()
-    db = ensure_db(args.corpus, args.out)
+    db = args.db or ensure_db(args.corpus, args.out)
+    if args.against:
+        compare(db, args.against, args.repeats)
+        return
 
     from kb.knowledge import KnowledgeBase
 
@@ -114,6 +124,35 @@ def main() -> None:
         f"Cold `kb search` (new process): median {statistics.median(cold):.3f} s; "
         f"`python -c pass` baseline {statistics.median(python_start):.3f} s "
         f"(ratio {statistics.median(cold) / statistics.median(python_start):.0f}x)"
+    )
+
+
+def compare(first: Path, second: Path, repeats: int) -> None:
+    """Warm searches of two databases in turns: the medians and p95s, and their ratios."""
+    from kb.knowledge import KnowledgeBase
+
+    kbs = [KnowledgeBase(str(first)), KnowledgeBase(str(second))]
+    times: list[list[float]] = [[], []]
+    for query in QUERIES:
+        for kb in kbs:
+            kb.search(query)
+        for _ in range(repeats):
+            for kb, out in zip(kbs, times, strict=True):
+                started = time.perf_counter()
+                kb.search(query)
+                out.append((time.perf_counter() - started) * 1000)
+    stats = []
+    for out in times:
+        out.sort()
+        stats.append((statistics.median(out), out[int(0.95 * len(out))]))
+    print(f"# Search, warm, {len(QUERIES)} queries x {repeats}, in turns\n")
+    print("| database | records | median ms | p95 ms |")
+    print("|---|---:|---:|---:|")
+    for path, kb, (median, p95) in zip((first, second), kbs, stats, strict=True):
+        print(f"| {path} | {kb.count():,} | {median:.1f} | {p95:.1f} |")
+    print(
+        f"\nratio first / second: median {stats[0][0] / stats[1][0]:.2f}x, "
+        f"p95 {stats[0][1] / stats[1][1]:.2f}x"
     )
 
 

@@ -36,6 +36,7 @@ from kb.text import json_safe
 
 if TYPE_CHECKING:
     from kb.matcher import MatcherIndex, MatchReport, PatternSource
+    from kb.matcher.background import BackgroundBuild
     from kb.search import Filters, SearchResponse
     from kb.shared_index import Status
 
@@ -115,23 +116,47 @@ class KnowledgeBase:
         progress: ProgressFn | None = None,
         on_repository: RepositoryProgressFn | None = None,
         force: bool = False,
+        build_matcher: bool = False,
     ) -> ImportReport:
         """Import files, folders, `-` (stdin) or URLs in one transaction.
 
         A published dataset (its `manifest.json`, the folder or site holding it) imports its
         repositories' full records and its compact index; `on_repository(done, total, repo)`
         follows the repositories. A dataset version imported already is skipped unless `force`.
+        `build_matcher`: build the matcher index in a child process beside the import where
+        it can (an import into an empty SQLite knowledge base: the two then share the
+        machine's cores); `build_matcher()` afterwards builds it when this could not.
         """
         db.refuse_read_only(self.engine)
-        return import_sources(
-            self.engine,
-            sources,
-            batch_size=batch_size,
-            progress=progress,
-            on_repository=on_repository,
-            check_pattern=_pattern_warning,
-            force=force,
-        )
+        build = self._background_build() if build_matcher else None
+        try:
+            report = import_sources(
+                self.engine,
+                sources,
+                batch_size=batch_size,
+                progress=progress,
+                on_repository=on_repository,
+                check_pattern=_pattern_warning,
+                force=force,
+                feed=build,
+            )
+        except BaseException:
+            if build is not None:
+                build.abandon()
+            raise
+        if build is not None:
+            build.install(self.revision() if report.inserted or report.updated else None)
+        return report
+
+    def _background_build(self) -> BackgroundBuild | None:
+        from kb.matcher.background import BackgroundBuild
+
+        if self.engine.dialect.name != "sqlite":
+            return None  # a server's import is bound by the server; others may write meanwhile
+        try:
+            return BackgroundBuild(self.cache_dir())
+        except OSError:
+            return None  # no cache folder to write in: build_matcher() says why
 
     # ------------------------------------------------------------------ reading
 
@@ -325,7 +350,9 @@ class KnowledgeBase:
         ]
         with self._connect() as conn:
             result = conn.execution_options(yield_per=2000).execute(
-                select(*columns).order_by(RECORDS.c.id)
+                # By key, the order records were stored in: what a build beside the import
+                # (kb.matcher.background) sees, so both number the records alike.
+                select(*columns).order_by(RECORDS.c.key)
             )
             for row in result:
                 yield PatternSource(

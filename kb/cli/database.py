@@ -69,6 +69,7 @@ def import_command(
             progress=bars.advance if bars else None,
             on_repository=bars.repository if bars else None,
             force=force,
+            build_matcher=True,  # beside the import where it can; _build_matcher() otherwise
         )
     except KeyboardInterrupt:
         raise Interrupted("Interrupted: nothing was stored (the import was rolled back).") from None

@@ -25,7 +25,7 @@ from kb.config import masked
 from kb.db import set_meta
 from kb.errors import DatabaseError, InputError
 from kb.ingest.checked import checked_copy, remove_copies
-from kb.ingest.importer import DEFAULT_BATCH_SIZE, Importer
+from kb.ingest.importer import DEFAULT_BATCH_SIZE, Importer, RowsFeed
 from kb.ingest.reading import Container, ProgressFn, Source, is_url
 from kb.ingest.report import ImportReport, Rejection, SourceFailure, UpToDate
 from kb.ingest.site import (
@@ -46,6 +46,7 @@ __all__ = [
     "ProgressFn",
     "Rejection",
     "RepositoryProgressFn",
+    "RowsFeed",
     "SourceFailure",
     "expand_inputs",
     "import_sources",
@@ -84,13 +85,15 @@ def import_sources(
     on_repository: RepositoryProgressFn | None = None,
     check_pattern: Callable[[Record], str | None] | None = None,
     force: bool = False,
+    feed: RowsFeed | None = None,
 ) -> ImportReport:
     """Import every source in one transaction and say what happened.
 
     Raises InputError (nothing stored) when a source cannot be read at all or fails its
     manifest checksum; a bad record, or a repository file that cannot be read, is only
     counted and reported. A manifest whose dataset version was imported already is skipped
-    unless `force`.
+    unless `force`. `feed` follows the rows stored (kb.ingest.importer.Importer); its
+    revision is the one committed when records changed.
     """
     plan = expand_inputs(list(specs))
     suffixes = "/".join(DATA_SUFFIXES)
@@ -128,7 +131,7 @@ def import_sources(
                 # page cache a large import rereads index pages from disk on every batch.
                 cache_size = conn.exec_driver_sql("PRAGMA cache_size").scalar()
                 conn.exec_driver_sql(f"PRAGMA cache_size = -{IMPORT_CACHE_KIB}")
-            importer = Importer(conn, report, batch_size, check_pattern)
+            importer = Importer(conn, report, batch_size, check_pattern, feed)
             run = _Run(conn, importer, report, copies, progress, on_repository, force)
             for spec in plan.sources:
                 run.source(spec, walked=spec in plan.walked)
@@ -150,7 +153,7 @@ def import_sources(
                     )
                 )
             if report.inserted or report.updated:
-                set_meta(conn, "revision", uuid.uuid4().hex)
+                set_meta(conn, "revision", feed.revision if feed else uuid.uuid4().hex)
             if cache_size is not None:
                 conn.exec_driver_sql(f"PRAGMA cache_size = {int(cache_size)}")
     except OperationalError as exc:

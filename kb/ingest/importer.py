@@ -6,7 +6,7 @@ metadata. Counts every record as inserted, updated, unchanged, covered or reject
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from sqlalchemy import insert, select, update
 from sqlalchemy.engine import Connection
@@ -55,6 +55,21 @@ class _IdFilter:
             bits[h >> 3] |= 1 << (h & 7)
 
 
+class RowsFeed(Protocol):
+    """Who follows the rows an import stores (kb.matcher.background: the matcher build)."""
+
+    revision: str  # the revision the import commits when it changed records
+
+    def rows(self, rows: list[dict[str, Any]]) -> None:
+        """New rows, in the order of their keys, into a table that was empty."""
+
+    def invalid(self) -> None:
+        """The rows sent no longer describe the table: a record was there or has changed."""
+
+    def end(self) -> None:
+        """Every row is stored (the full-text index and the commit are still to come)."""
+
+
 class Importer:
     """Upserts records by id inside one transaction, batch by batch."""
 
@@ -64,10 +79,13 @@ class Importer:
         report: ImportReport,
         batch_size: int = DEFAULT_BATCH_SIZE,
         check_pattern: Callable[[Record], str | None] | None = None,
+        feed: RowsFeed | None = None,
     ) -> None:
         """check_pattern: the warning for a record's messagePattern (kb.patterns.prepare's);
-        not called for patterns of the common shape, which prepare() never warns about."""
+        not called for patterns of the common shape, which prepare() never warns about.
+        feed: given the rows as they are stored, while they describe the whole table."""
         self.conn = conn
+        self.feed = feed
         self.report = report
         self.batch_size = max(1, batch_size)
         self.check_pattern = check_pattern
@@ -185,6 +203,8 @@ class Importer:
     def finish(self) -> None:
         self._settle_covered()
         self._flush()
+        if self.feed is not None:
+            self.feed.end()
         self._writer.finish(bool(self.report.inserted or self.report.updated))
 
     def _flush(self) -> None:
@@ -226,6 +246,11 @@ class Importer:
                 updates.append(Update(self._row(record, version, digest), old))
         if inserts or updates:
             self._writer.write(inserts, updates)
+        if self.feed is not None:
+            if self._written is None or updates:
+                self.feed.invalid()  # records stored before, or one changed: not a stream
+            else:
+                self.feed.rows(inserts)
 
     def _repeated(self, record_id: str, item: Item) -> None:
         """An id this import read before: the later copy is kept, and the user is told."""

@@ -27,7 +27,12 @@ COLUMN_TO_KEY: Final = {column: key for key, column in KEY_TO_COLUMN.items()}
 # FTS5 while the importer fills it: a larger in-memory term table (fewer, larger level-0
 # segments) and merges of 8 segments, not 4, so each entry is rewritten fewer times.
 FTS_IMPORT_CONFIG: Final = {"hashsize": 16 << 20, "automerge": 8}
-FTS_DEFAULT_CONFIG: Final = {"hashsize": 1 << 20, "automerge": 4}  # FTS5's own defaults
+# Filling an empty index: no merges while it fills (only a crisis merge of 64 segments, far
+# below FTS5's limit of 2,000), then one 'optimize' into a single segment. At 69,652 records
+# 9.7 s with the optimize against 11.8 s for the fill above (same loaded machine), and a
+# search then reads one segment a term, not dozens.
+FTS_BULK_CONFIG: Final = {"hashsize": 16 << 20, "automerge": 0, "crisismerge": 64}
+FTS_DEFAULT_CONFIG: Final = {"hashsize": 1 << 20, "automerge": 4, "crisismerge": 16}  # FTS5's own
 IN_CHUNK: Final = 500  # ids a statement: under SQLite's 999 bound parameters on old builds
 
 
@@ -145,11 +150,13 @@ class SqliteWriter(PortableWriter):
     def __init__(self, conn: Connection, import_id: int | None) -> None:
         super().__init__(conn, import_id)
         self._next_key = 1
+        self._empty = False  # the table held no record when the import began
 
     def begin(self) -> bool:
         top = self.conn.execute(select(func.max(RECORDS.c.key))).scalar()
         self._next_key = int(top or 0) + 1
-        return top is None
+        self._empty = top is None
+        return self._empty
 
     def write(self, inserts: list[dict[str, Any]], updates: list[Update]) -> None:
         for row in inserts:
@@ -177,12 +184,15 @@ class SqliteWriter(PortableWriter):
             return
         # One pass over every row this import wrote, in key order: several times cheaper
         # than indexing batch by batch (FTS5 merges fewer, larger segments).
-        _fts_config(self.conn, FTS_IMPORT_CONFIG)
+        _fts_config(self.conn, FTS_BULK_CONFIG if self._empty else FTS_IMPORT_CONFIG)
         self.conn.exec_driver_sql(
             f"INSERT INTO records_fts(rowid, {_FTS_COLUMNS}) "
             f"SELECT key, {_FTS_COLUMNS} FROM records WHERE import_id = ? ORDER BY key",
             (self.import_id,),
         )
+        if self._empty:
+            # Only after a first import: on a full index it would rewrite all of it.
+            self.conn.exec_driver_sql("INSERT INTO records_fts(records_fts) VALUES ('optimize')")
         _fts_config(self.conn, FTS_DEFAULT_CONFIG)
 
 

@@ -178,56 +178,67 @@ def write_index(
     cache_dir = Path(cache_dir)
     cache_dir.mkdir(parents=True, exist_ok=True)
     # A killed build's temporary file is removed by the next build (kb.matcher.lock).
-    started = time.perf_counter()
     fd, tmp_name = tempfile.mkstemp(prefix=".matcher-", suffix=".tmp", dir=cache_dir)
     os.close(fd)
     tmp = Path(tmp_name)
     try:
-        con = sqlite3.connect(tmp)
-        con.execute("PRAGMA journal_mode=OFF")
-        con.execute("PRAGMA synchronous=OFF")
-        con.executescript(SCHEMA)
-        writer = _RowWriter(con)
-        pending: list[tuple[int, PatternSource, PreparedPattern, int | None]] = []
-        n_records = 0
-        for rec_idx, src in enumerate(sources):
-            n_records = rec_idx + 1
-            prep = src.prepared or prepare(src.message_pattern, src.error_message)
-            pending.append((rec_idx, src, prep, _pattern_digest(prep)))
-            if len(pending) >= BUILD_CHUNK:
-                writer.write(pending)
-                if progress is not None:
-                    progress(len(pending))
-                pending.clear()
-        writer.write(pending)
-        if progress is not None and pending:
-            progress(len(pending))
-        kinds = writer.finish()
-        meta = {
-            "format": str(FORMAT_VERSION),
-            "revision": revision,
-            "records": str(n_records),
-            "patterns": str(writer.n_patterns),
-            "kinds": json.dumps(_kind_ranges(kinds)),
-            "packages": json.dumps(sorted(writer.packages)),
-            "built_s": f"{time.perf_counter() - started:.3f}",
-        }
-        con.executemany("INSERT INTO meta VALUES (?,?)", list(meta.items()))
-        con.execute("INSERT INTO fuzzy SELECT t, p FROM fz ORDER BY rowid")
-        _write_words(con)
-        con.executescript(INDEXES)
-        con.commit()
-        con.close()
-        # Written without a journal or syncs (a failed build is thrown away whole), so the
-        # file reaches the disk before it takes the cache's name: after a crash or a power
-        # cut the name holds the old cache or the new one, never a part of the new.
-        _sync(tmp)
+        write_cache_file(sources, tmp, revision, progress)
         os.replace(tmp, cache_dir / CACHE_FILE)
         with contextlib.suppress(OSError):  # some file systems cannot sync a folder
-            _sync(cache_dir)
+            sync_path(cache_dir)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def write_cache_file(
+    sources: Iterable[PatternSource],
+    path: Path,
+    revision: str,
+    progress: Callable[[int], None] | None = None,
+) -> None:
+    """The cache for `revision` written to `path` (an empty or new file) and synced to the
+    disk, ready to be renamed into place; the caller removes it when this raises."""
+    started = time.perf_counter()
+    con = sqlite3.connect(path)
+    con.execute("PRAGMA journal_mode=OFF")
+    con.execute("PRAGMA synchronous=OFF")
+    con.executescript(SCHEMA)
+    writer = _RowWriter(con)
+    pending: list[tuple[int, PatternSource, PreparedPattern, int | None]] = []
+    n_records = 0
+    for rec_idx, src in enumerate(sources):
+        n_records = rec_idx + 1
+        prep = src.prepared or prepare(src.message_pattern, src.error_message)
+        pending.append((rec_idx, src, prep, _pattern_digest(prep)))
+        if len(pending) >= BUILD_CHUNK:
+            writer.write(pending)
+            if progress is not None:
+                progress(len(pending))
+            pending.clear()
+    writer.write(pending)
+    if progress is not None and pending:
+        progress(len(pending))
+    kinds = writer.finish()
+    meta = {
+        "format": str(FORMAT_VERSION),
+        "revision": revision,
+        "records": str(n_records),
+        "patterns": str(writer.n_patterns),
+        "kinds": json.dumps(_kind_ranges(kinds)),
+        "packages": json.dumps(sorted(writer.packages)),
+        "built_s": f"{time.perf_counter() - started:.3f}",
+    }
+    con.executemany("INSERT INTO meta VALUES (?,?)", list(meta.items()))
+    con.execute("INSERT INTO fuzzy SELECT t, p FROM fz ORDER BY rowid")
+    _write_words(con)
+    con.executescript(INDEXES)
+    con.commit()
+    con.close()
+    # Written without a journal or syncs (a failed build is thrown away whole), so the
+    # file reaches the disk before it takes the cache's name: after a crash or a power
+    # cut the name holds the old cache or the new one, never a part of the new.
+    sync_path(path)
 
 
 def _write_words(con: sqlite3.Connection) -> None:
@@ -254,7 +265,7 @@ def _write_words(con: sqlite3.Connection) -> None:
     con.execute("DROP TABLE tw")
 
 
-def _sync(path: Path) -> None:
+def sync_path(path: Path) -> None:
     """Flush a file, or a folder's entries (a rename), to the disk."""
     fd = os.open(path, os.O_RDONLY)
     try:

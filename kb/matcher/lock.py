@@ -21,6 +21,8 @@ from typing import Final
 
 LOCK_FILE: Final = "matcher.lock"
 TMP_PATTERN: Final = ".matcher-*.tmp"  # kb.matcher.build's temporary files
+# kb.matcher.background's: written without the lock, so only an old one is a leftover
+IMPORT_TMP_PATTERN: Final = ".matcher-import-*.part"
 # Where no lock can be taken (Windows), a temporary file this old is taken for a killed
 # build's: a running build rewrites its file more often than this.
 STALE_TMP_SECONDS: Final = 3600
@@ -47,6 +49,10 @@ def remove_leftovers(cache_dir: Path, *, all_of_them: bool) -> None:
     for leftover in Path(cache_dir).glob(TMP_PATTERN):
         with contextlib.suppress(OSError):
             if all_of_them or time.time() - leftover.stat().st_mtime > STALE_TMP_SECONDS:
+                leftover.unlink()
+    for leftover in Path(cache_dir).glob(IMPORT_TMP_PATTERN):
+        with contextlib.suppress(OSError):
+            if time.time() - leftover.stat().st_mtime > STALE_TMP_SECONDS:
                 leftover.unlink()
 
 

@@ -317,3 +317,77 @@ def test_matches_during_a_build_wait_for_it_and_build_nothing(tmp_path: Path) ->
         assert [m["id"] for m in json.loads(stdout)["matches"]] == [SEED_ID]
         assert "another kb is building the matcher index; waiting for it" in stderr
     assert (cache_dir / CACHE_FILE).stat().st_ino == built  # loaded, not rebuilt
+
+
+# ----------------------------------------------------------------------------- beside the import
+
+
+def cache_rows(path: Path) -> dict[str, list[Any]]:
+    """Every table of a cache file, its build time left out."""
+    with sqlite3.connect(path) as con:
+        tables = [t for (t,) in con.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+        rows = {t: con.execute(f"SELECT * FROM {t}").fetchall() for t in tables}
+    rows["meta"] = [row for row in rows["meta"] if row[0] != "built_s"]
+    return rows
+
+
+def write_jsonl(path: Path, records: list[dict[str, Any]]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return path
+
+
+def test_the_index_built_beside_an_import_is_the_one_a_build_after_it_writes(
+    tmp_path: Path, db_path: Path
+) -> None:
+    from kb.knowledge import KnowledgeBase
+
+    source = write_jsonl(tmp_path / "records.jsonl", corpus_records())
+    with KnowledgeBase(str(db_path)) as kb:
+        report = kb.import_sources([str(source)], build_matcher=True)
+        assert report.inserted == len(corpus_records())
+        beside = cache_rows(cache_file(db_path))  # written by the child, installed after commit
+        assert dict(beside["meta"])["revision"] == kb.revision()
+        kb.matcher(rebuild=True)
+        assert cache_rows(cache_file(db_path)) == beside
+    assert not list(cache_file(db_path).parent.glob(".matcher-import-*"))
+
+
+def test_an_import_into_a_knowledge_base_with_records_builds_after_it(
+    seeded: Any, db_path: Path, tmp_path: Path
+) -> None:
+    source = write_jsonl(tmp_path / "more.jsonl", corpus_records(10))
+    assert seeded("import", str(source)).exit_code == 0
+    meta = dict(cache_rows(cache_file(db_path))["meta"])
+    assert meta["records"] == "11"  # the seed record and the ten
+    assert not list(cache_file(db_path).parent.glob(".matcher-import-*"))
+
+
+def test_a_failed_build_beside_the_import_is_built_again_after_it(
+    invoke: Any, db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import kb.matcher.background as background
+
+    monkeypatch.setattr(background.BackgroundBuild, "_wait", lambda self: False)
+    result = invoke("import", str(SEED))
+    assert result.exit_code == 0, result.output
+    assert matched_ids(invoke("match", "--json", input=SEED_LINE)) == [SEED_ID]
+    assert not list(cache_file(db_path).parent.glob(".matcher-import-*"))
+
+
+def test_a_rolled_back_import_leaves_no_build_beside_it(
+    tmp_path: Path, db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kb.ingest.importer import Importer
+    from kb.knowledge import KnowledgeBase
+
+    def fail(self: Importer) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Importer, "finish", fail)
+    source = write_jsonl(tmp_path / "records.jsonl", corpus_records())
+    with KnowledgeBase(str(db_path)) as kb:
+        with pytest.raises(KeyboardInterrupt):
+            kb.import_sources([str(source)], build_matcher=True)
+        assert kb.count() == 0
+        assert not cache_file(db_path).exists()
+        assert not list(cache_file(db_path).parent.glob(".matcher-import-*"))

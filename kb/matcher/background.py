@@ -1,0 +1,216 @@
+"""The matcher build beside an import: a child process fed with the rows as they are stored.
+
+An import into an empty SQLite knowledge base knows every record the index will hold, in the
+order the build reads them (by key), while it stores them. `BackgroundBuild` sends those rows
+to `python -m kb.matcher.background`, which prepares the patterns and compiles the prefilter
+on the second core while the parent inserts and fills the full-text index. The child writes a
+temporary file only; after the import commits, `install` renames it into the cache under the
+build lock. Anything else (an update, a table with records already, a failed child) gives the
+file up, and `kb import` builds the index after the import as before.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pickle
+import struct
+import subprocess
+import sys
+import tempfile
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any, Final
+
+# The columns the build needs, in the order they travel (the documentation only as far as
+# kb.matcher.build.raising_function reads it).
+COLUMNS: Final = (
+    "id",
+    "repo",
+    "message_pattern",
+    "error_message",
+    "error_class",
+    "error_code",
+    "file_path",
+    "line_number",
+    "source_code",
+    "source_code_start",
+    "documentation",
+)
+DOC_CHARS: Final = 2000  # raising_function looks for a function name in this many characters
+TMP_PREFIX: Final = ".matcher-import-"  # not kb.matcher.lock's TMP_PATTERN: no lock is held
+TMP_SUFFIX: Final = ".part"
+_LENGTH: Final = struct.Struct("<Q")
+
+
+class BackgroundBuild:
+    """One import's build in a child process. `rows` while the import stores them, `end` when
+    it has stored them all, `install` after it committed (or `abandon`)."""
+
+    def __init__(self, cache_dir: Path) -> None:
+        """OSError when the cache folder cannot take a file or the child cannot start."""
+        self.cache_dir = Path(cache_dir)
+        self.revision = uuid.uuid4().hex  # the revision the import will commit
+        self.cache_dir.mkdir(parents=True, exist_ok=True)
+        fd, name = tempfile.mkstemp(prefix=TMP_PREFIX, suffix=TMP_SUFFIX, dir=self.cache_dir)
+        os.close(fd)
+        self.path = Path(name)
+        self.usable = True
+        try:
+            self._child: subprocess.Popen[bytes] | None = subprocess.Popen(
+                [sys.executable, "-m", "kb.matcher.background", str(self.path), self.revision],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,  # a failed child only means a build after the import
+            )
+        except BaseException:
+            self.path.unlink(missing_ok=True)
+            raise
+
+    def rows(self, rows: list[dict[str, Any]]) -> None:
+        """New records' rows, in the order of their keys."""
+        if not self.usable or not rows:
+            return
+        batch = []
+        for row in rows:
+            documentation = row.get("documentation")
+            batch.append(
+                (*(row.get(column) for column in COLUMNS[:-1]), documentation[:DOC_CHARS])
+                if documentation
+                else tuple(row.get(column) for column in COLUMNS)
+            )
+        payload = pickle.dumps(batch, protocol=pickle.HIGHEST_PROTOCOL)
+        self._write(_LENGTH.pack(len(payload)) + payload)
+
+    def invalid(self) -> None:
+        """The rows sent do not describe the table (a record changed, or was there before)."""
+        if self.usable:
+            self.abandon()
+
+    def end(self) -> None:
+        """Every row is sent: the child finishes the build while the import commits."""
+        child = self._child
+        if not self.usable or child is None or child.stdin is None or child.stdin.closed:
+            return
+        self._write(_LENGTH.pack(0))  # the end: a child that reads no end gives its file up
+        if self.usable:
+            with contextlib.suppress(OSError):
+                child.stdin.close()
+
+    def install(self, committed_revision: str | None) -> bool:
+        """Wait for the child and put its file in place as the cache of `committed_revision`
+        (when that is the revision it built for). True when the cache is current now."""
+        from kb.matcher.build import sync_path
+        from kb.matcher.cache import CACHE_FILE
+        from kb.matcher.lock import build_lock
+
+        if not self.usable or committed_revision != self.revision or not self._wait():
+            self.abandon()
+            return False
+        try:
+            with build_lock(self.cache_dir):
+                os.replace(self.path, self.cache_dir / CACHE_FILE)
+                with contextlib.suppress(OSError):  # some file systems cannot sync a folder
+                    sync_path(self.cache_dir)
+        except OSError:
+            self.abandon()
+            return False
+        return True
+
+    def abandon(self) -> None:
+        """Stop the child and remove its file."""
+        self.usable = False
+        child, self._child = self._child, None
+        if child is not None:
+            if child.stdin is not None:
+                with contextlib.suppress(OSError):
+                    child.stdin.close()
+            if child.poll() is None:
+                child.kill()
+            child.wait()
+        self.path.unlink(missing_ok=True)
+
+    def _write(self, data: bytes) -> None:
+        child = self._child
+        try:
+            assert child is not None and child.stdin is not None
+            child.stdin.write(data)
+        except (OSError, ValueError):  # the child is gone: build after the import instead
+            self.abandon()
+
+    def _wait(self) -> bool:
+        child = self._child
+        if child is None:
+            return False
+        self.end()
+        child.wait()
+        self._child = None
+        return child.returncode == 0
+
+
+def _batches(stream: IO[bytes]) -> Iterator[list[tuple[Any, ...]]]:
+    """The batches the parent sent; EOFError when it stopped before saying it had ended (it
+    was killed, or gave the build up)."""
+    while len(header := stream.read(_LENGTH.size)) == _LENGTH.size:
+        (size,) = _LENGTH.unpack(header)
+        if size == 0:
+            return
+        payload = stream.read(size)
+        if len(payload) != size:
+            break
+        yield pickle.loads(payload)
+    raise EOFError("the import stopped before its last row")
+
+
+def _sources(stream: IO[bytes]) -> Iterator[Any]:
+    from kb.matcher.build import PatternSource, raising_function
+
+    for batch in _batches(stream):
+        for (
+            record_id,
+            repo,
+            message_pattern,
+            error_message,
+            error_class,
+            error_code,
+            file_path,
+            line_number,
+            source_code,
+            source_start,
+            documentation,
+        ) in batch:
+            yield PatternSource(
+                id=record_id,
+                repo=repo,
+                message_pattern=message_pattern,
+                error_message=error_message,
+                error_class=error_class,
+                error_code=error_code,
+                file_path=file_path or "",
+                line_number=line_number,
+                function=raising_function(
+                    file_path=file_path or "",
+                    line_number=line_number,
+                    source_code=source_code,
+                    source_start=source_start,
+                    documentation=documentation,
+                ),
+            )
+
+
+def main(argv: list[str]) -> int:
+    """The child: rows from stdin, the cache file written to argv[0] for revision argv[1]."""
+    from kb.matcher.build import write_cache_file
+
+    path, revision = Path(argv[0]), argv[1]
+    try:
+        write_cache_file(_sources(sys.stdin.buffer), path, revision)
+    except BaseException:
+        path.unlink(missing_ok=True)
+        raise
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
