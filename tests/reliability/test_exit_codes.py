@@ -266,6 +266,14 @@ def wait_until_open(process: subprocess.Popen[Any], name: str, timeout: float = 
     raise AssertionError(f"the process never opened {name}")
 
 
+def sigint_as_from_a_terminal() -> None:
+    """For Popen(preexec_fn=...): Ctrl-C's default action in the child. A shell starts a
+    background job with SIGINT ignored, the ignore is inherited, and a Python started with
+    SIGINT ignored keeps ignoring it (as it should): a suite run in the background would
+    otherwise test nothing here."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def wait_until_reading_a_pipe(process: subprocess.Popen[Any], timeout: float = 30) -> None:
     """Until the process's main thread waits in a pipe's read (Linux's /proc wchan names the
     kernel function: `pipe_read`, `anon_pipe_read`): where a Ctrl-C finds it when a paste or
@@ -297,6 +305,7 @@ def test_ctrl_c_during_an_import_exits_130_and_says_nothing_was_stored(tmp_path:
         env=env,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=sigint_as_from_a_terminal,
     )
     with open(fifo, "w") as feed:  # opened: kb is reading; the records go, the end never comes
         feed.write("".join(json.dumps(r) + "\n" for r in corpus_records(5)))
@@ -323,6 +332,7 @@ def test_ctrl_c_during_a_match_exits_130_with_one_line(tmp_path: Path) -> None:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=sigint_as_from_a_terminal,
     )
     assert kb.stdin is not None
     kb.stdin.write(SEED_LINE + "\n")
