@@ -12,14 +12,14 @@ library's sqlite3 without importing SQLAlchemy at all.
 
 from __future__ import annotations
 
-import os
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
 from kb.records import ID_RE
+from kb.spelling import WORD_RE, Speller
 from kb.sql import Runner
 from kb.text import clip
 
@@ -53,13 +53,6 @@ TS_CONFIG: Final = "kb_english"  # kb/models.py PG_TEXT_CONFIG
 MAX_QUERY_CHARS: Final = 2000  # longer input is cut: nobody types more, a paste may be huge
 MAX_TERMS: Final = 40  # FTS cost grows with terms; the first 40 words carry the meaning
 DEFAULT_LIMIT: Final = 10
-SUGGEST_CUTOFF: Final = 80  # rapidfuzz ratio a correction needs; lower suggests nonsense
-# Words corrected per query at most: each unknown word costs an index probe and a fuzzy scan of
-# the vocabulary (a few ms), and a long paste is not a typo.
-MAX_CORRECTIONS: Final = 8
-# An identifier shorter than this is corrected as a word, not against the identifiers: short
-# names are near too many others to guess one.
-MIN_IDENTIFIER_CHARS: Final = 5
 # A query (or a "quoted phrase") found whole in a record's message ranks that record first;
 # below this many characters a "phrase" is a word, which bm25 ranks well on its own.
 MIN_PHRASE_CHARS: Final = 4
@@ -80,14 +73,9 @@ STOP_WORDS: Final = frozenset({
     "set", "use", "used", "using",
 })  # fmt: skip
 TERM_RE: Final = re.compile(r'"([^"]*)"?|(\S+)')
-# Identifiers as they appear in messages: snake_case, dotted.names, camelCase (what a
-# misspelling is corrected against, IDENTIFIER_HINT_RE says which terms are identifiers).
-IDENTIFIER_RE: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
-IDENTIFIER_HINT_RE: Final = re.compile(r"[A-Za-z0-9]_|\.[A-Za-z_]|[a-z][A-Z]")
 # A qualified class name as people paste it from a traceback: modules, then a capitalised name
 # (django.core.exceptions.ImproperlyConfigured); records keep the last name only.
 QUALIFIED_CLASS_RE: Final = re.compile(r"((?:[A-Za-z_][A-Za-z0-9_]*\.)+)([A-Z][A-Za-z0-9_]*)")
-WORD_RE: Final = re.compile(r"[^\W_]+", re.UNICODE)
 CONTROL_RE: Final = re.compile(r"[\x00-\x1f\x7f-\x9f]+")
 RESULT_COLUMNS: Final = (
     "r.id, r.repo, r.slug, r.error_message, r.error_class, r.error_code, r.documentation"
@@ -242,9 +230,8 @@ class Searcher:
         self.run = runner.rows
         self.fts = runner.fts
         self.tsvector = runner.dialect == "postgresql"
-        self.cache = cache  # where the vocabulary for "did you mean" is kept between runs
-        self.revision = revision
-        self._identifiers: list[str] | None = None
+        # "did you mean": its word lists kept in `cache` between runs, per revision
+        self.speller = Speller(self.run, self._known, cache, revision)
 
     def search(
         self, query: str | None, filters: Filters = Filters(), limit: int = DEFAULT_LIMIT
@@ -280,7 +267,7 @@ class Searcher:
         if found.total:
             found.query = query
             return found
-        corrected = self._correct(terms)
+        corrected = self.speller.correct(terms)
         if corrected != terms:
             found = self._words(corrected, scope, order, limit, "all")
             if found.total:
@@ -590,104 +577,6 @@ class Searcher:
         sql = "SELECT 1 FROM records_fts WHERE records_fts MATCH ? LIMIT 1"
         return bool(self.run(sql, [fts_phrase(term)]))
 
-    def _correct(self, terms: Sequence[str]) -> list[str]:
-        """Each unknown plain word replaced by the nearest word of the vocabulary, each
-        unknown identifier (backnd_per_kindd) by the nearest identifier of the messages."""
-        words: list[str] = []
-        identifiers: list[str] = []
-        for term in terms:
-            if len(words) + len(identifiers) >= MAX_CORRECTIONS:
-                break
-            if WORD_RE.fullmatch(term):
-                kind = words
-            elif is_identifier(term):
-                kind = identifiers
-            else:
-                continue
-            if not self._known(term):
-                kind.append(term)
-        if not words and not identifiers:
-            return list(terms)
-        from rapidfuzz import fuzz, process
-
-        fixed: dict[str, str] = {}
-        for unknown, choices, shown in (
-            (words, self.vocabulary, None),
-            (identifiers, self._lowered_identifiers, self.identifiers),
-        ):
-            if not unknown:
-                continue
-            vocabulary = choices()
-            for term in unknown:
-                best = process.extractOne(
-                    term.lower(), vocabulary, scorer=fuzz.ratio, score_cutoff=SUGGEST_CUTOFF
-                )
-                if best is not None:
-                    fixed[term] = shown()[best[2]] if shown else best[0]
-        return [fixed.get(term, term) for term in terms]
-
-    def vocabulary(self) -> list[str]:
-        """Words people search by: slug words, classes, codes and repository names.
-
-        Built once per knowledge-base revision and kept in the cache folder: collecting it
-        reads every record, which is most of a corrected search's time."""
-        return self._cached("vocabulary", self._collect_vocabulary)
-
-    def identifiers(self) -> list[str]:
-        """The identifiers in the messages (backend_per_kind, torch.cuda, setIndex) as they
-        are written, for correcting a misspelt one; cached like the vocabulary."""
-        if self._identifiers is None:
-            self._identifiers = self._cached("identifiers", self._collect_identifiers)
-        return self._identifiers
-
-    def _lowered_identifiers(self) -> list[str]:
-        return [identifier.lower() for identifier in self.identifiers()]
-
-    def _cached(self, kind: str, collect: Callable[[], list[str]]) -> list[str]:
-        if self.cache is None:
-            return collect()
-        path = self.cache / f"{kind}-{self.revision}.txt"
-        try:
-            return path.read_text(encoding="utf-8").splitlines()
-        except OSError:
-            pass
-        words = collect()
-        try:
-            self.cache.mkdir(parents=True, exist_ok=True)
-            for old in self.cache.glob(f"{kind}-*.txt"):
-                old.unlink(missing_ok=True)
-            temporary = path.with_suffix(f".tmp{os.getpid()}")
-            temporary.write_text("\n".join(words), encoding="utf-8")
-            os.replace(temporary, path)
-        except OSError:
-            pass  # a read-only cache only costs speed
-        return words
-
-    def _collect_vocabulary(self) -> list[str]:
-        words: set[str] = set()
-        for row in self.run("SELECT DISTINCT slug, error_class, error_code, repo FROM records"):
-            words.update(_words_of(row))
-        return sorted(word for word in words if len(word) >= 3 and not word.isdigit())
-
-    def _collect_identifiers(self) -> list[str]:
-        found: set[str] = set()
-        for (message,) in self.run("SELECT error_message FROM records"):
-            found.update(
-                name
-                for name in IDENTIFIER_RE.findall(message or "")
-                if len(name) >= MIN_IDENTIFIER_CHARS and IDENTIFIER_HINT_RE.search(name)
-            )
-        return sorted(found)
-
-
-def is_identifier(term: str) -> bool:
-    """snake_case, dotted.name or camelCase: corrected against the messages' identifiers."""
-    return (
-        len(term) >= MIN_IDENTIFIER_CHARS
-        and IDENTIFIER_RE.fullmatch(term) is not None
-        and IDENTIFIER_HINT_RE.search(term) is not None
-    )
-
 
 def _like_escape(text: str) -> str:
     return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
@@ -729,13 +618,3 @@ def _best_first(results: list[SearchResult]) -> list[SearchResult]:
     for above, below in zip(reversed(results[:-1]), reversed(results[1:]), strict=True):
         above.score = max(above.score, below.score)
     return results
-
-
-def _words_of(row: tuple[Any, ...]) -> Iterable[str]:
-    slug, error_class, error_code, repo = row
-    for value in (slug, error_class, error_code, repo):
-        if value:
-            yield from (word.lower() for word in WORD_RE.findall(value))
-    for whole in (error_class, error_code):
-        if whole:
-            yield whole.lower()
