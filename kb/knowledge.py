@@ -34,6 +34,7 @@ from kb.sql import SqlAlchemyRunner, read_revision, records_by_id
 from kb.text import json_safe
 
 if TYPE_CHECKING:
+    from kb.deletion import DeleteReport
     from kb.matcher import MatcherIndex, MatchReport, PatternSource
     from kb.matcher.background import BackgroundBuild
     from kb.search import Filters, SearchResponse
@@ -125,6 +126,18 @@ class KnowledgeBase:
         if build is not None:
             build.install(self.revision() if report.inserted or report.updated else None)
         return report
+
+    def delete(self, keys: Iterable[str], *, dry_run: bool = False) -> DeleteReport:
+        """Delete the records these keys name (ids, or any key `lookup` takes) in one
+        transaction: all of them, or none when a key names no record (NotFound) or several
+        (Ambiguous). Their full-text entries go with them, and the revision changes, so
+        `matcher()` builds the index again (`build_matcher()` builds it now, as `kb delete`
+        does). `dry_run`: only say which records they name."""
+        from kb.deletion import delete_records
+
+        if not dry_run:
+            db.refuse_read_only(self.engine)
+        return delete_records(self.engine, keys, dry_run=dry_run)
 
     def _background_build(self) -> BackgroundBuild | None:
         from kb.matcher.background import BackgroundBuild
