@@ -251,3 +251,28 @@ def test_delete_builds_the_matcher_index_that_other_processes_then_load(
     )
     assert other.returncode == 1, other.stderr
     assert json.loads(other.stdout)["matches"] == []
+
+
+def test_two_deletes_of_the_same_records_at_once_one_deletes_the_other_finds_none(
+    seeded: Any, db_url: str
+) -> None:
+    import threading
+
+    from kb.errors import NotFound
+
+    outcomes: list[str] = []
+
+    def delete() -> None:
+        with KnowledgeBase(db_url) as kb:
+            try:
+                outcomes.append(str(len(kb.delete([SEED_ID, NUMPY_ID, HUB_ID]).deleted)))
+            except NotFound:
+                outcomes.append("not found")
+
+    threads = [threading.Thread(target=delete) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert sorted(outcomes) == ["3", "not found"]
+    assert json.loads(seeded("stats", "--json").stdout)["records"] == 38

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from kb.cli.shared import KbGroup, open_kb
+from kb.cli.shared import KbGroup, completer, open_kb
 from kb.errors import EXIT_NOTHING_FOUND, EXIT_OK, Interrupted
 
 if TYPE_CHECKING:
@@ -103,7 +103,9 @@ def import_command(
 
 
 @click.command("delete", short_help="Delete records by id or slug: all named, or none.")
-@click.argument("keys", nargs=-1, required=True, metavar="ID_OR_SLUG...")
+@click.argument(
+    "keys", nargs=-1, required=True, metavar="ID_OR_SLUG...", shell_complete=completer("record")
+)
 @click.option("--dry-run", is_flag=True, help="List the records that would go; delete nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print what was deleted as JSON.")
 @click.pass_context
