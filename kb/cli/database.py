@@ -122,7 +122,7 @@ def delete_command(ctx: click.Context, keys: tuple[str, ...], dry_run: bool, as_
     \b
     Example:
       kb delete 46a1fcb95e0d367e
-      kb delete --dry-run 46a1fcb95e0d367e pallets/flask/app-not-found
+      kb delete --dry-run 46a1fcb95e0d367e numpy/numpy/the-order-of-integration-must-be-non-negative
     """
     from kb.render import safe, to_json
 
