@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import IO, Any, Final, Protocol
 
 from kb.errors import InputError
+from kb.records import SURROGATE_SOURCE_RE
 
 READ_CHUNK: Final = 1 << 20  # bytes of text the streaming JSON reader asks for at a time
 JSONL_PROBE_LIMIT: Final = 8 << 20  # a first line longer than this is not one JSONL record
@@ -47,6 +48,9 @@ class Item:
     value: Any
     dataset_version: str | None = None
     compact: bool = False  # a row of the compact index.json
+    # Its JSON text holds no surrogate nor an escape for one (kb.records.SURROGATE_SOURCE_RE):
+    # its strings are valid Unicode without a look at each.
+    unicode_known: bool = False
 
 
 @dataclass(frozen=True)
@@ -530,7 +534,7 @@ def _items_of_jsonl(name: str, first: str, text: IO[str]) -> Iterator[Item]:
         except (ValueError, RecursionError) as exc:
             yield Item(name, number, Unparsable(undecodable_reason(exc)))
             continue
-        yield Item(name, number, value)
+        yield Item(name, number, value, unicode_known=not SURROGATE_SOURCE_RE.search(stripped))
 
 
 def _chain_lines(first: str, text: IO[str]) -> Iterator[str | None]:
