@@ -195,6 +195,7 @@ class ArrayElement:
 
     index: int
     value: Any
+    unicode_known: bool = False  # as Item.unicode_known
 
 
 @dataclass(frozen=True)
@@ -261,6 +262,8 @@ class JsonStream:
         self._eof = False
         self.line = 1  # line of the next unread character
         self._decoder = json.JSONDecoder()
+        # The text of the last value decoded had no surrogate nor an escape for one.
+        self.unicode_known = False
 
     def _fill(self, size: int = READ_CHUNK) -> bool:
         if self._eof:
@@ -325,6 +328,7 @@ class JsonStream:
                 continue
             self.line += self._buf.count("\n", self._pos, end)
             too_long = end - self._pos > limit
+            self.unicode_known = not SURROGATE_SOURCE_RE.search(self._buf, self._pos, end)
             self._pos = end
             if too_long:
                 raise too_large()
@@ -394,7 +398,7 @@ class JsonStream:
             if char == "[":
                 self._pos += 1
                 for index, element in enumerate(self._array_items()):
-                    yield ArrayElement(index, element)
+                    yield ArrayElement(index, element, self.unicode_known)
                 continue
             if char != "{":
                 raise self._error(f"expected an object or array, found {char!r}")
@@ -466,6 +470,7 @@ class JsonStream:
                 item = self.value()
             except Undecodable as exc:
                 item = Unparsable(exc.reason)
+                self.unicode_known = False
             yield item
             separator = self.peek()
             self._pos += 1
@@ -554,7 +559,7 @@ def _items_of_stream(name: str, text: TextReader) -> Iterator[Item | Container]:
         if isinstance(event, CompactRow):
             yield Item(name, event.index, event.value, event.dataset_version, compact=True)
         elif isinstance(event, ArrayElement):
-            yield Item(name, event.index, event.value)
+            yield Item(name, event.index, event.value, unicode_known=event.unicode_known)
         elif event.streamed_rows:
             continue  # the rest of a compact index: its rows were yielded already
         elif isinstance(event.value, dict) and isinstance(event.value.get("files"), list | dict):
