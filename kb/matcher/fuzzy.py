@@ -31,6 +31,9 @@ BM25_B: Final = 0.75
 # A cut message (kb.logline.cut_message) is lined up with the template's first part, tried at
 # these shares of the message's length (words added or dropped before the cut move it)...
 CUT_SHARES: Final = (0.75, 0.9, 1.0, 1.1, 1.25, 1.45)
+# ... and shortlisted by its similarity with the templates' first parts of this share of its
+# length (a reworded start is a little longer or shorter).
+CUT_PREFIX_SHARE: Final = 1.1
 # ... where a placeholder stands for a value of about this many characters.
 GAP_VALUE_CHARS: Final = 10
 # For coverage, characters agree only in runs this long (a letter in common says nothing).
@@ -102,15 +105,20 @@ class NearMissSearch:
         """Template places worth aligning: the closest by characters, then the best by bm25
         over the words."""
         found: dict[int, None] = {}
-        if not cut:  # a cut line is unlike the whole template: only its words can find it
-            for _template, _score, i in process.extract(
-                query,
-                self._templates,
-                scorer=fuzz.ratio,
-                score_cutoff=config.fuzzy_shortlist_cutoff,
-                limit=config.fuzzy_shortlist,
-            ):
-                found[i] = None
+        choices: list[str] = self._templates
+        if cut:
+            # a cut line is unlike the whole template, but like its start ("You have to
+            # specify the number of GPUs you woul..."): compared with the templates' first parts
+            width = round(len(query) * CUT_PREFIX_SHARE)
+            choices = [template[:width] for template in self._templates]
+        for _template, _score, i in process.extract(
+            query,
+            choices,
+            scorer=fuzz.ratio,
+            score_cutoff=config.fuzzy_shortlist_cutoff,
+            limit=config.fuzzy_shortlist,
+        ):
+            found[i] = None
         for i in self._by_words(query, config.fuzzy_word_shortlist):
             found[i] = None
         return list(found)
