@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Final
 from kb import logline
 from kb.logline import cut_message, exception_of, strip_prefix, unrepr_message
 from kb.matcher.cache import TEMPLATE_MIN_CHARS, normalize_template
-from kb.matcher.evidence import is_builtin_message, package_of_path
+from kb.matcher.evidence import is_builtin_message, package_of_path, uncalibrated
 from kb.matcher.scorer import Candidate
 from kb.matcher.tracebacks import SOURCE_LINE_RE, Traceback, function_name
 from kb.matcher.verify import VALUE_STOP_RE, Hit
@@ -150,6 +150,11 @@ def rewordings(scan: LogScan, found: list[Candidate], tb: Traceback | None) -> l
     Its near misses are listed after the exact reading, never above it (the words do match it)."""
     best = max(found, key=lambda c: c.score, default=None)
     if best is None or best.method not in ("pattern", "code") or not best.unsupported:
+        return []
+    config = scan.scorer.config
+    if best.score < uncalibrated(config.min_score, config.calibration):
+        # below the default threshold (a --min-score lowered to see guesses) the near misses
+        # are not listed under it: what kb reports there must be what it would look up anyway
         return []
     row = best.hit.first
     if row in scan.near_miss_rows:
