@@ -386,6 +386,10 @@ class LogScan:
                             if not c.unsupported or c.agreeing >= PHRASE_MARGIN * phrase
                         ]
                     candidates.extend(near)
+            elif self.lines_total <= SHORT_PASTE_LINES:
+                from kb.matcher import nearmiss  # a short paste: what else its words may mean
+
+                candidates.extend(nearmiss.rewordings(self, candidates, tb))
             self._emit(candidates)
         return used
 
