@@ -20,7 +20,7 @@ from kb.matcher.tracebacks import SOURCE_LINE_RE, Traceback, function_name
 from kb.matcher.verify import VALUE_STOP_RE, Hit
 
 if TYPE_CHECKING:
-    from kb.matcher.scan import LogScan
+    from kb.matcher.state import ScanState
 
 # Near misses one match call may look up (distinct messages): each searches every template.
 MAX_NEAR_MISS_QUERIES: Final = 40
@@ -42,7 +42,7 @@ MOVED_RECORDS: Final = 40
 REWORDING_BELOW: Final = 0.95
 
 
-def paragraphs(scan: LogScan) -> list[tuple[int, int, str]]:
+def paragraphs(scan: ScanState) -> list[tuple[int, int, str]]:
     """Runs of two or more non-blank lines of a short paste, each joined into one line (a
     message hard-wrapped on word boundaries), without an introduction ending in ":"."""
     out: list[tuple[int, int, str]] = []
@@ -64,7 +64,7 @@ def paragraphs(scan: LogScan) -> list[tuple[int, int, str]]:
 
 
 def candidates(
-    scan: LogScan,
+    scan: ScanState,
     row: int,
     error: tuple[str, str],
     tb: Traceback | None,
@@ -143,7 +143,7 @@ def candidates(
     return out
 
 
-def rewordings(scan: LogScan, found: list[Candidate], tb: Traceback | None) -> list[Candidate]:
+def rewordings(scan: ScanState, found: list[Candidate], tb: Traceback | None) -> list[Candidate]:
     """In a short paste, a message read by its words alone (nothing in the log beyond the words
     and the class speaks for the best reading) may as well be another record's message reworded:
     the words an old release printed are often, word for word, what another raise says today.
@@ -168,7 +168,7 @@ def rewordings(scan: LogScan, found: list[Candidate], tb: Traceback | None) -> l
     return out
 
 
-def continuation(scan: LogScan, line_index: int) -> tuple[str, int]:
+def continuation(scan: ScanState, line_index: int) -> tuple[str, int]:
     """The lines below an exception line that carry its message on (a message of several
     lines), joined, and the index of the last; ("", line_index) when none does. They have
     no log prefix of their own (or the exception line's very prefix), are not blank, and
@@ -198,7 +198,7 @@ def continuation(scan: LogScan, line_index: int) -> tuple[str, int]:
     return "\n".join(more), end
 
 
-def frame_records(scan: LogScan, tb: Traceback | None) -> list[int]:
+def frame_records(scan: ScanState, tb: Traceback | None) -> list[int]:
     """Records raised where the traceback's library frames are: in the frame's file, in
     its function or near its line, or in a function of its name elsewhere in its package
     (moved between versions). Their messages are aligned with the exception's even when

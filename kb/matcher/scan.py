@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Final
 
 from kb import logline
@@ -23,14 +23,12 @@ from kb.matcher.cache import (
     FRAME,
     PATTERN,
     TEMPLATE_MIN_CHARS,
-    CacheReader,
-    Pattern,
 )
-from kb.matcher.evidence import calibrated, uncalibrated
-from kb.matcher.prefilter import BlockScan, Prefilter, lines_at
+from kb.matcher.prefilter import BlockScan, lines_at
 from kb.matcher.raisesite import raise_site_candidates
-from kb.matcher.rank import Matches, Unmatched, rank, settled, to_match
-from kb.matcher.scorer import Candidate, Scorer
+from kb.matcher.rank import rank, settled, to_match
+from kb.matcher.scorer import Candidate
+from kb.matcher.state import ScanState
 from kb.matcher.tracebacks import (
     CODE_LINE_RE,
     PYTHON_STYLES,
@@ -40,16 +38,13 @@ from kb.matcher.tracebacks import (
     group_tracebacks,
     is_quoted_source,
 )
-from kb.matcher.trials import Trials
 from kb.matcher.verify import (
     Hit,
     Subject,
-    Verifier,
 )
-from kb.matcher.window import Window
 
 if TYPE_CHECKING:
-    from kb.matcher.fuzzy import NearMiss, NearMissSearch
+    pass
 
 # Lines after a hit that may still hold its stack frames (JavaScript, Java, Go print them below).
 LOOKAHEAD_LINES: Final = 64
@@ -83,58 +78,8 @@ PYTEST_LOC_RE: Final = re.compile(r"\.py:\d+: ")
 PYTEST_LOC_BYTES_RE: Final = re.compile(rb"\.py:\d+: ")
 
 
-class LogScan:
-    """The state of one match call over a stream of blocks, and the work on each."""
-
-    def __init__(
-        self,
-        *,
-        reader: CacheReader,
-        prefilter: Prefilter,
-        verifier: Verifier,
-        scorer: Scorer,
-        near_misses: Callable[[], NearMissSearch],
-        top: int,
-        min_score: float,
-        deadline: float | None = None,
-    ) -> None:
-        self.reader = reader
-        self.deadline = deadline  # time.monotonic() past which the scan stops reading
-        self.stopped: str | None = None  # "timeout" when it did
-        self.prefilter = prefilter
-        self.verifier = verifier
-        self.scorer = scorer
-        self.near_misses = near_misses
-        self.top = top
-        # min_score is a calibrated score (the share of answers right); scores are compared
-        # raw inside, and calibrated when they are reported
-        knots = scorer.config.calibration
-        self.min_score = uncalibrated(min_score, knots)
-        self.calibrate: Callable[[float], float] = lambda raw: calibrated(raw, knots)
-        self.window = Window()
-        self.trials = Trials(reader, verifier, self.window)  # the patterns tried on lines
-        # what the rows read so far hold
-        self.frames: dict[int, SeenFrame] = {}
-        self.errors: dict[int, tuple[str, str]] = {}  # exception lines: (class, message)
-        self.hits: list[Hit] = []  # verified, not yet scored
-        self.claimed: set[int] = set()  # rows a match explains
-        self.tracebacks_tried: set[int] = set()  # rows of tracebacks tried by raise site
-        self.near_miss_rows: set[int] = set()  # rows tried as near misses
-        self.level_rows: set[int] = set()  # ERROR / FATAL lines that name no exception class
-        self.explained: set[int] = set()  # rows a match was reported on
-        self.unmatched: list[Unmatched] = []  # in log order
-        self.unmatched_by_key: dict[tuple[str | None, str], Unmatched] = {}
-        self.unmatched_from = 0  # rows above this are settled and looked at
-        # a short paste's lines (or paragraphs: text, last row) near a known message
-        self.resembling: dict[int, tuple[str, int]] = {}
-        # the records the last near-miss look-up aligned well enough (None: none was made)
-        self.aligned: set[int] | None = None
-        self.aligned_best = 0.0  # ... and how well the best of them lines up
-        self.near_miss_found: dict[tuple[str, bool, tuple[int, ...]], list[NearMiss]] = {}
-        self.matches = Matches()
-        # figures for the report (and self.trials's)
-        self.lines_total = 0
-        self.near_miss_queries = 0
+class LogScan(ScanState):
+    """One match call's work on a stream of blocks, on the state it keeps (ScanState)."""
 
     def run(self, blocks: Iterator[LineBlock]) -> None:
         # A block's prefilter scan runs while the next block is read and split, and the next
@@ -277,19 +222,6 @@ class LogScan:
             hit = trials.verify(reader.pattern(p), line_index, final, found_subjects)
             if hit is not None:
                 hits.append(hit)
-
-    def line_hit(
-        self,
-        line_index: int,
-        method: str,
-        pattern: Pattern | None,
-        records: Sequence[int],
-        *,
-        code: str | None = None,
-        level: str | None = None,
-    ) -> Hit:
-        """A hit on one line of the window (kb.matcher.trials.Trials.line_hit)."""
-        return self.trials.line_hit(line_index, method, pattern, records, code=code, level=level)
 
     # ---- hits settled: scored, ranked, emitted ------------------------------------------------
 

@@ -19,7 +19,7 @@ from kb.matcher.tracebacks import Traceback
 from kb.text import clip
 
 if TYPE_CHECKING:
-    from kb.matcher.scan import LogScan
+    from kb.matcher.state import ScanState
 
 # Distinct unmatched lines reported at most (the rest of a noisy log's are left out).
 MAX_UNMATCHED: Final = 50
@@ -50,7 +50,7 @@ INSTALLED_RE: Final = re.compile(r"(?:site-packages|dist-packages|node_modules)/
 SHORT_STEM_CHARS: Final = 8
 
 
-def collect(scan: LogScan, bound: int, final: bool, tracebacks: list[Traceback]) -> None:
+def collect(scan: ScanState, bound: int, final: bool, tracebacks: list[Traceback]) -> None:
     """Error-looking lines of the settled rows (those above `bound`; all of them when the log
     is `final`ly read) that no match explains: each traceback's exception (with its innermost
     library frame; a chain of tracebacks is one error), other exception lines, ERROR / FATAL
@@ -149,7 +149,7 @@ def collect(scan: LogScan, bound: int, final: bool, tracebacks: list[Traceback])
         scan.unmatched.append(entry)
 
 
-def rarest_words(scan: LogScan, message: str) -> tuple[str, ...]:
+def rarest_words(scan: ScanState, message: str) -> tuple[str, ...]:
     """The words of a message the fewest templates hold (values and typos, which none
     hold, left out): what its search suggestions are looked up by."""
     held = {word: df for word, df, _rows in scan.reader.template_words(words_of(message))}
@@ -161,21 +161,21 @@ def rarest_words(scan: LogScan, message: str) -> tuple[str, ...]:
     return tuple(sorted(known, key=lambda w: known[w])[:SUGGEST_WORDS])
 
 
-def repeats_a_match(scan: LogScan, message: str) -> bool:
+def repeats_a_match(scan: ScanState, message: str) -> bool:
     """Whether a message cut short ("The node ...") is the start of a matched one."""
     cut = ELLIPSIS_RE.search(message)
     stem = message[: cut.start()].strip() if cut else ""
     return len(stem) >= SHORT_STEM_CHARS and any(stem in m.text for m in scan.matches.found)
 
 
-def starts_with_class(scan: LogScan, row: int, error: tuple[str, str] | None) -> bool:
+def starts_with_class(scan: ScanState, row: int, error: tuple[str, str] | None) -> bool:
     """Whether the row's line opens with its exception's class (Python's exception line,
     pytest's "E   ValueError: ..."), not a line that only mentions one."""
     line = scan.window.line_at(row)
     return error is not None and line is not None and strip_prefix(line).startswith(error[0])
 
 
-def chained_below(scan: LogScan, row: int) -> bool:
+def chained_below(scan: ScanState, row: int) -> bool:
     """Whether the rows under an exception say another traceback follows from it."""
     for below in range(row + 1, row + CHAIN_ROWS + 1):
         line = scan.window.line_at(below)
@@ -184,7 +184,7 @@ def chained_below(scan: LogScan, row: int) -> bool:
     return False
 
 
-def level_runs(scan: LogScan, first: int, bound: int) -> list[list[int]]:
+def level_runs(scan: ScanState, first: int, bound: int) -> list[list[int]]:
     """ERROR / FATAL lines of the rows first..bound, consecutive ones together (one log
     record printed over several lines, each with its prefix)."""
     runs: list[list[int]] = []
@@ -196,14 +196,14 @@ def level_runs(scan: LogScan, first: int, bound: int) -> list[list[int]]:
     return runs
 
 
-def continues(scan: LogScan, row: int) -> bool:
+def continues(scan: ScanState, row: int) -> bool:
     """Whether a row carries the log record above on (no prefix of its own: a wrapped or
     continued line), so a run of ERROR lines goes on past it."""
     line = scan.window.line_at(row)
     return line is not None and bool(line.strip()) and strip_prefix(line) == line
 
 
-def library_frame(scan: LogScan, tb: Traceback) -> str | None:
+def library_frame(scan: ScanState, tb: Traceback) -> str | None:
     """The innermost frame in installed or known library code, as "package/file.py:LINE"."""
     for seen in tb.frames:
         frame = seen.frame
