@@ -1,12 +1,13 @@
 """The user's query as search syntax: its terms and "quoted phrases", FTS5 and tsquery
-expressions for each way of matching them (all, all but one, any), and the ORDER BY terms that
-rank exact phrases and agreeing modules first. Nothing the user typed becomes query syntax.
+expressions for each way of matching them (all, all but one, any), which of its words are too
+common to rank by, and the ORDER BY terms that rank exact phrases and agreeing modules first.
+Nothing the user typed becomes query syntax.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 from kb.spelling import WORD_RE
@@ -18,6 +19,21 @@ MAX_TERMS: Final = 40  # FTS cost grows with terms; the first 40 words carry the
 # below this many characters a "phrase" is a word, which bm25 ranks well on its own.
 MIN_PHRASE_CHARS: Final = 4
 TERM_RE: Final = re.compile(r'"([^"]*)"?|(\S+)')
+
+# bm25 ranks a query's records without the words that at least this share of the records hold
+# (the records must still hold them): FTS5's idf, log((N - n + 0.5) / (n + 0.5)), is floored at
+# 1e-6 from n = N / 2, so such a word moves no score, while bm25 first counts the records that
+# hold each word, a walk of the whole doclist of "the", "of", "in" or "not" (every record).
+COMMON_SHARE: Final = 0.5
+# A word's share is estimated from SAMPLE_RUNS runs of SAMPLE_RUN consecutive records spread over
+# the table (all of them in a smaller knowledge base): 2,048 records, under a millisecond a word.
+SAMPLE_RUNS: Final = 16
+SAMPLE_RUN: Final = 128
+# Shares kept per knowledge-base revision in a process (a server's, a benchmark's), at most this
+# many words of at most this many revisions.
+CACHED_WORDS: Final = 50_000
+CACHED_REVISIONS: Final = 4
+_SHARES: dict[str, dict[str, float]] = {}
 
 
 def terms_of(query: str) -> list[str]:
@@ -69,6 +85,79 @@ def fts_expression(terms: Sequence[str], mode: str) -> str:
         for skip in range(len(phrases))
     ]
     return " OR ".join(groups)
+
+
+def fts_rank_expression(terms: Sequence[str], mode: str, common: frozenset[str]) -> str | None:
+    """What bm25 may rank the records of `fts_expression(terms, mode)` by: the expression
+    without the common words (see COMMON_SHARE); None when none is left out, or nothing else.
+
+    bm25 scores a record by the phrases of the ranking expression that it matched, and the
+    common words' add nothing. With "all" each word counts once. "most" runs only after "all"
+    found nothing, so each record lacks one word and matches one group (all but that word):
+    again each of its words counts once, which an OR of the other words gives. It must match
+    every record of the query: with "most" a record may lack one word, so two must be left;
+    "any" (every record with a common word) is left as it is."""
+    kept = [term for term in terms if term not in common]
+    if len(kept) == len(terms) or not kept or mode == "any":
+        return None
+    if mode == "all" or len(terms) == 1:
+        return " AND ".join(fts_phrase(term) for term in kept)
+    if len(kept) < 2:
+        return None
+    return " OR ".join(fts_phrase(term) for term in kept)
+
+
+class CommonWords:
+    """Which of a query's terms at least COMMON_SHARE of the records hold, estimated from a
+    sample of the FTS5 index (`run` is a kb.sql.Runner's rows) and kept per revision."""
+
+    def __init__(self, run: Callable[..., list[tuple[Any, ...]]], revision: str = "") -> None:
+        self.run = run
+        if revision and revision not in _SHARES and len(_SHARES) >= CACHED_REVISIONS:
+            _SHARES.clear()
+        self.shares = _SHARES.setdefault(revision, {}) if revision else {}
+        self._runs: list[tuple[int, int]] | None = None
+        self._sampled = 0
+
+    def of(self, terms: Sequence[str]) -> frozenset[str]:
+        unknown = [term for term in dict.fromkeys(terms) if term not in self.shares]
+        if unknown:
+            if len(self.shares) + len(unknown) > CACHED_WORDS:
+                self.shares.clear()
+            for term in unknown:
+                self.shares[term] = self.share(term)
+        return frozenset(term for term in terms if self.shares[term] >= COMMON_SHARE)
+
+    def share(self, term: str) -> float:
+        """The share of the sampled records that hold the term (a word or a phrase)."""
+        runs = self._sample_runs()
+        if not self._sampled:
+            return 0.0
+        one = (
+            "(SELECT count(*) FROM records_fts WHERE records_fts MATCH ? AND rowid BETWEEN ? AND ?)"
+        )
+        params = [value for low, high in runs for value in (fts_phrase(term), low, high)]
+        (held,) = self.run("SELECT " + " + ".join(one for _ in runs), params)[0]
+        return int(held or 0) / self._sampled
+
+    def _sample_runs(self) -> list[tuple[int, int]]:
+        """SAMPLE_RUNS ranges of record keys, evenly spread (one range over all of a small
+        table), and how many records they hold (keys may have gaps)."""
+        if self._runs is None:
+            low, high = self.run("SELECT min(key), max(key) FROM records")[0]
+            if low is None:
+                self._runs = []
+            elif high - low + 1 <= SAMPLE_RUNS * SAMPLE_RUN:
+                self._runs = [(low, high)]
+            else:
+                step = (high - low + 1) // SAMPLE_RUNS
+                starts = (low + i * step for i in range(SAMPLE_RUNS))
+                self._runs = [(start, start + SAMPLE_RUN - 1) for start in starts]
+            if self._runs:
+                one = "(SELECT count(*) FROM records WHERE key BETWEEN ? AND ?)"
+                sql = "SELECT " + " + ".join(one for _ in self._runs)
+                (self._sampled,) = self.run(sql, [v for run in self._runs for v in run])[0]
+        return self._runs
 
 
 def like_escape(text: str) -> str:

@@ -20,8 +20,10 @@ from typing import Any, Final
 
 from kb.query import (
     MAX_QUERY_CHARS,
+    CommonWords,
     fts_expression,
     fts_phrase,
+    fts_rank_expression,
     like_escape,
     module_first,
     order_by,
@@ -200,6 +202,7 @@ class Searcher:
         self.tsvector = runner.dialect == "postgresql"
         # "did you mean": its word lists kept in `cache` between runs, per revision
         self.speller = Speller(self.run, self._known, cache, revision)
+        self.common = CommonWords(self.run, revision)  # the words bm25 need not rank by
 
     def search(
         self, query: str | None, filters: Filters = Filters(), limit: int = DEFAULT_LIMIT
@@ -431,7 +434,8 @@ class Searcher:
         method = f"{mode}-words" if mode != "any" else "any-word"
         if self.fts:
             expression = fts_expression(terms, mode)
-            return self._fts_expression(expression, scope, order, limit, method)
+            ranked = fts_rank_expression(terms, mode, self.common.of(terms))
+            return self._fts_expression(expression, scope, order, limit, method, ranked)
         if self.tsvector:
             return self._tsv(terms, scope, order, limit, mode, method)
         return self._like(terms, scope, order, limit, mode == "all", method)
@@ -443,7 +447,10 @@ class Searcher:
         order: list[tuple[str, list[Any]]],
         limit: int,
         method: str,
+        ranked: str | None = None,
     ) -> SearchResponse:
+        """The records of an FTS5 expression, ranked by bm25 on it, or on `ranked` (the
+        expression without its common words, fts_rank_expression) restricted to them."""
         where = scope.where("records_fts MATCH ?")
         params = [expression, *scope.params]
         joined = "records_fts JOIN records r ON r.key = records_fts.rowid"
@@ -451,9 +458,18 @@ class Searcher:
         if not total:
             return SearchResponse([], 0, None, method)
         weights = ", ".join(str(w) for w in BM25_WEIGHTS.values())
+        rank = f"bm25(records_fts, {weights})"
+        if ranked is not None:
+            # `+` keeps SQLite from asking FTS5 for each of those rowids in turn (a seek of
+            # every word for each), where one walk of the expression's doclists finds them all
+            where = scope.where(
+                "records_fts MATCH ?",
+                "+records_fts.rowid IN (SELECT rowid FROM records_fts WHERE records_fts MATCH ?)",
+            )
+            params = [ranked, expression, *scope.params]
         first, first_params = order_by(order)
         rows = self.run(
-            f"SELECT {RESULT_COLUMNS}, bm25(records_fts, {weights}) AS rank FROM {joined}{where} "
+            f"SELECT {RESULT_COLUMNS}, {rank} AS rank FROM {joined}{where} "
             f"ORDER BY {first}rank, r.id LIMIT ?",
             [*params, *first_params, limit],
         )

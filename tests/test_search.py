@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import sqlite3
 from pathlib import Path
@@ -10,6 +11,7 @@ from typing import Any
 import pytest
 
 from kb.knowledge import KnowledgeBase
+from kb.sql import SqlAlchemyRunner
 from tests.conftest import RECORDS40, SEED, corpus_records, seed_record
 from tests.test_import import write_jsonl
 
@@ -416,3 +418,72 @@ def test_a_query_found_whole_in_a_message_ranks_that_record_first(
         assert ids_of_json(out)[0] == "00000000000000e1", query
         scores = [r["score"] for r in out["results"]]
         assert scores == sorted(scores, reverse=True)  # best first, by score too
+
+
+# ---------------------------------------------------------------- common words and ranking
+
+COMMON_WORD_QUERIES = [
+    "None of are in the columns",
+    "KeyError not in index",
+    "dtype object is not supported",
+    "the value is not in the list",
+    "expected scalar type Float but found",
+    "migration revision not found alembic",
+    "must be a positive integer",
+    "object has no attribute",
+    "ValueError invalid literal",
+    "deprecated argument will be removed",
+]
+
+
+def test_ranking_without_the_common_words_is_the_ranking_with_them(db_path: Path) -> None:
+    """bm25 ranks by the words most records lack (kb.query.COMMON_SHARE says why that is
+    the same ranking): on real records, the same totals, ids in order and scores as bm25
+    over every word of the query."""
+    from kb.query import CommonWords, terms_of
+    from kb.search import Filters, Searcher
+    from tests.conftest import corpus_dir
+
+    corpus = corpus_dir()
+    if corpus is None:
+        pytest.skip("the shared corpus is not available")
+    with gzip.open(corpus / "records.jsonl.gz", "rt", encoding="utf-8") as fh:
+        lines = [line for _, line in zip(range(3000), fh, strict=False)]
+    (db_path.parent / "in.jsonl").write_text("".join(lines))
+    with KnowledgeBase(str(db_path)) as kb:
+        kb.import_sources([str(db_path.parent / "in.jsonl")])
+        with kb.engine.connect() as conn:
+            runner = SqlAlchemyRunner(conn)
+            every_word = Searcher(runner)
+            every_word.common = CommonWords(runner.rows)
+            every_word.common.of = lambda terms: frozenset()  # type: ignore[method-assign]
+            left_out = 0
+            for query in COMMON_WORD_QUERIES:
+                searcher = Searcher(runner, revision="test")
+                left_out += bool(searcher.common.of(terms_of(query)))
+                got = searcher.search(query, Filters(), 20).as_dict()
+                wanted = every_word.search(query, Filters(), 20).as_dict()
+                assert got["total"] == wanted["total"] and got["method"] == wanted["method"]
+                assert [r["id"] for r in got["results"]] == [r["id"] for r in wanted["results"]]
+                for mine, theirs in zip(got["results"], wanted["results"], strict=True):
+                    assert mine["score"] == pytest.approx(theirs["score"], abs=1e-4), query
+    assert left_out >= 5  # the test tests something: most of these queries have common words
+
+
+@pytest.mark.parametrize(
+    ("terms", "mode", "common", "expected"),
+    [
+        ("KeyError the index", "all", "the", '"KeyError" AND "index"'),
+        ("KeyError the index", "all", "", None),  # nothing left out: the query's own
+        ("KeyError the index", "all", "KeyError the index", None),  # nothing to rank by
+        ("KeyError not in index", "most", "not in", '"KeyError" OR "index"'),
+        ("KeyError not in index", "most", "not in index", None),  # a record may lack KeyError
+        ("KeyError not in index", "any", "not in", None),
+    ],
+)
+def test_the_rank_expression_leaves_out_the_common_words_when_others_find_every_record(
+    terms: str, mode: str, common: str, expected: str | None
+) -> None:
+    from kb.query import fts_rank_expression
+
+    assert fts_rank_expression(terms.split(), mode, frozenset(common.split())) == expected
