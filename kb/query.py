@@ -34,6 +34,7 @@ SAMPLE_RUN: Final = 128
 CACHED_WORDS: Final = 50_000
 CACHED_REVISIONS: Final = 4
 _SHARES: dict[str, dict[str, float]] = {}
+RECORDS_KEY: Final = "\x00records"  # the records counted, beside the shares (no term has a NUL)
 
 
 def terms_of(query: str) -> list[str]:
@@ -87,6 +88,16 @@ def fts_expression(terms: Sequence[str], mode: str) -> str:
     return " OR ".join(groups)
 
 
+def selecting(terms: Sequence[str], mode: str, everywhere: frozenset[str]) -> list[str]:
+    """The terms that select records: a word every record holds selects none with "all", and
+    none with "most" while two other words are left (a record may lack one of those, never
+    it); with "any" it selects them all, so it stays, as it does when nothing else is left."""
+    kept = [term for term in terms if term not in everywhere]
+    if mode == "any" or not kept or (mode == "most" and len(kept) < 2):
+        return list(terms)
+    return kept
+
+
 def fts_rank_expression(terms: Sequence[str], mode: str, common: frozenset[str]) -> str | None:
     """What bm25 may rank the records of `fts_expression(terms, mode)` by: the expression
     without the common words (see COMMON_SHARE); None when none is left out, or nothing else.
@@ -109,10 +120,12 @@ def fts_rank_expression(terms: Sequence[str], mode: str, common: frozenset[str])
 
 class CommonWords:
     """Which of a query's terms at least COMMON_SHARE of the records hold, estimated from a
-    sample of the FTS5 index (`run` is a kb.sql.Runner's rows) and kept per revision."""
+    sample of the FTS5 index (`run` is a kb.sql.Runner's rows), and which every record holds
+    (counted, once a sample says so); both kept per knowledge-base revision in the process."""
 
     def __init__(self, run: Callable[..., list[tuple[Any, ...]]], revision: str = "") -> None:
         self.run = run
+        self.revision = revision
         if revision and revision not in _SHARES and len(_SHARES) >= CACHED_REVISIONS:
             _SHARES.clear()
         self.shares = _SHARES.setdefault(revision, {}) if revision else {}
@@ -120,13 +133,33 @@ class CommonWords:
         self._sampled = 0
 
     def of(self, terms: Sequence[str]) -> frozenset[str]:
-        unknown = [term for term in dict.fromkeys(terms) if term not in self.shares]
-        if unknown:
-            if len(self.shares) + len(unknown) > CACHED_WORDS:
-                self.shares.clear()
-            for term in unknown:
-                self.shares[term] = self.share(term)
+        """The terms at least COMMON_SHARE of the records hold."""
+        self._learn(terms)
         return frozenset(term for term in terms if self.shares[term] >= COMMON_SHARE)
+
+    def everywhere(self, terms: Sequence[str]) -> frozenset[str]:
+        """The terms every record holds: counted, so only where the count is kept (a known
+        revision); a word of every sampled record costs one walk of its doclist, once."""
+        self._learn(terms)
+        return frozenset(term for term in terms if self.shares[term] == 1.0)
+
+    def _learn(self, terms: Sequence[str]) -> None:
+        unknown = [term for term in dict.fromkeys(terms) if term not in self.shares]
+        if len(self.shares) + len(unknown) > CACHED_WORDS:
+            self.shares.clear()
+        for term in unknown:
+            share = self.share(term)
+            if share == 1.0:  # every sampled record: count them all, or never say "every"
+                share = self._counted(term) if self.revision else 1.0 - 1e-9
+            self.shares[term] = share
+
+    def _counted(self, term: str) -> float:
+        sql = "SELECT count(*) FROM records_fts WHERE records_fts MATCH ?"
+        (held,) = self.run(sql, [fts_phrase(term)])[0]
+        if RECORDS_KEY not in self.shares:
+            (records,) = self.run("SELECT count(*) FROM records")[0]
+            self.shares[RECORDS_KEY] = float(records)
+        return 1.0 if held == self.shares[RECORDS_KEY] else held / self.shares[RECORDS_KEY]
 
     def share(self, term: str) -> float:
         """The share of the sampled records that hold the term (a word or a phrase)."""

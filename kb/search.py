@@ -28,6 +28,7 @@ from kb.query import (
     module_first,
     order_by,
     phrase_first,
+    selecting,
     terms_of,
     tsquery,
 )
@@ -433,6 +434,7 @@ class Searcher:
         goes before the rank (exact phrases, agreeing modules first)."""
         method = f"{mode}-words" if mode != "any" else "any-word"
         if self.fts:
+            terms = selecting(terms, mode, self.common.everywhere(terms))
             expression = fts_expression(terms, mode)
             ranked = fts_rank_expression(terms, mode, self.common.of(terms))
             return self._fts_expression(expression, scope, order, limit, method, ranked)
@@ -454,7 +456,10 @@ class Searcher:
         where = scope.where("records_fts MATCH ?")
         params = [expression, *scope.params]
         joined = "records_fts JOIN records r ON r.key = records_fts.rowid"
-        (total,) = self.run(f"SELECT count(*) FROM {joined}{where}", params)[0]
+        # Without filters the index alone counts (every row of it is a record): reading each
+        # record only to count it took 59 of 60 ms for 4,881 records of "KeyError index" at 1M.
+        counted = joined if scope.conditions else "records_fts"
+        (total,) = self.run(f"SELECT count(*) FROM {counted}{where}", params)[0]
         if not total:
             return SearchResponse([], 0, None, method)
         weights = ", ".join(str(w) for w in BM25_WEIGHTS.values())

@@ -437,11 +437,12 @@ COMMON_WORD_QUERIES = [
 
 
 def test_ranking_without_the_common_words_is_the_ranking_with_them(db_path: Path) -> None:
-    """bm25 ranks by the words most records lack (kb.query.COMMON_SHARE says why that is
-    the same ranking): on real records, the same totals, ids in order and scores as bm25
-    over every word of the query."""
+    """Words every record holds select nothing, and bm25 ranks by the words most records
+    lack (kb.query.COMMON_SHARE says why that is the same ranking): on real records, the same
+    totals, methods, ids in order and scores as the query with every word."""
     from kb.query import CommonWords, terms_of
     from kb.search import Filters, Searcher
+    from kb.sql import read_revision
     from tests.conftest import corpus_dir
 
     corpus = corpus_dir()
@@ -457,17 +458,20 @@ def test_ranking_without_the_common_words_is_the_ranking_with_them(db_path: Path
             every_word = Searcher(runner)
             every_word.common = CommonWords(runner.rows)
             every_word.common.of = lambda terms: frozenset()  # type: ignore[method-assign]
-            left_out = 0
+            every_word.common.everywhere = every_word.common.of  # type: ignore[method-assign]
+            revision = read_revision(runner)
+            common = everywhere = 0
             for query in COMMON_WORD_QUERIES:
-                searcher = Searcher(runner, revision="test")
-                left_out += bool(searcher.common.of(terms_of(query)))
+                searcher = Searcher(runner, revision=revision)
+                common += bool(searcher.common.of(terms_of(query)))
+                everywhere += bool(searcher.common.everywhere(terms_of(query)))
                 got = searcher.search(query, Filters(), 20).as_dict()
                 wanted = every_word.search(query, Filters(), 20).as_dict()
                 assert got["total"] == wanted["total"] and got["method"] == wanted["method"]
                 assert [r["id"] for r in got["results"]] == [r["id"] for r in wanted["results"]]
                 for mine, theirs in zip(got["results"], wanted["results"], strict=True):
                     assert mine["score"] == pytest.approx(theirs["score"], abs=1e-4), query
-    assert left_out >= 5  # the test tests something: most of these queries have common words
+    assert common >= 5 and everywhere >= 3  # the test tests something
 
 
 @pytest.mark.parametrize(
@@ -487,3 +491,21 @@ def test_the_rank_expression_leaves_out_the_common_words_when_others_find_every_
     from kb.query import fts_rank_expression
 
     assert fts_rank_expression(terms.split(), mode, frozenset(common.split())) == expected
+
+
+@pytest.mark.parametrize(
+    ("terms", "mode", "everywhere", "expected"),
+    [
+        ("KeyError not in index", "all", "not in", "KeyError index"),
+        ("not in", "all", "not in", "not in"),  # nothing else to select by
+        ("KeyError not in index", "most", "not in", "KeyError index"),
+        ("KeyError not in", "most", "not in", "KeyError not in"),  # every record has 2 of 3
+        ("KeyError not in", "any", "not in", "KeyError not in"),  # every record has one
+    ],
+)
+def test_words_every_record_holds_are_left_out_only_where_they_select_nothing(
+    terms: str, mode: str, everywhere: str, expected: str
+) -> None:
+    from kb.query import selecting
+
+    assert selecting(terms.split(), mode, frozenset(everywhere.split())) == expected.split()
