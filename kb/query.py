@@ -99,20 +99,21 @@ def selecting(terms: Sequence[str], mode: str, everywhere: frozenset[str]) -> li
 
 
 def fts_rank_expression(terms: Sequence[str], mode: str, common: frozenset[str]) -> str | None:
-    """What bm25 may rank the records of `fts_expression(terms, mode)` by: the expression
-    without the common words (see COMMON_SHARE); None when none is left out, or nothing else.
+    """What bm25 may rank the records of `fts_expression(terms, mode)` by, when it costs less:
+    the expression without the common words (see COMMON_SHARE), and for "most" an OR of the
+    words, each once; None when the query's own expression is the cheapest.
 
     bm25 scores a record by the phrases of the ranking expression that it matched, and the
     common words' add nothing. With "all" each word counts once. "most" runs only after "all"
     found nothing, so each record lacks one word and matches one group (all but that word):
-    again each of its words counts once, which an OR of the other words gives. It must match
-    every record of the query: with "most" a record may lack one word, so two must be left;
-    "any" (every record with a common word) is left as it is."""
+    again each of its words counts once, which an OR of the other words gives, where the
+    groups made bm25 count n * (n - 1) phrases. It must match every record of the query: with
+    "most" a record may lack one word, so two must be left; "any" is left as it is."""
     kept = [term for term in terms if term not in common]
-    if len(kept) == len(terms) or not kept or mode == "any":
+    if not kept or mode == "any" or len(terms) == 1:
         return None
-    if mode == "all" or len(terms) == 1:
-        return " AND ".join(fts_phrase(term) for term in kept)
+    if mode == "all":
+        return " AND ".join(fts_phrase(term) for term in kept) if len(kept) < len(terms) else None
     if len(kept) < 2:
         return None
     return " OR ".join(fts_phrase(term) for term in kept)

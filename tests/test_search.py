@@ -436,11 +436,14 @@ COMMON_WORD_QUERIES = [
 ]
 
 
-def test_ranking_without_the_common_words_is_the_ranking_with_them(db_path: Path) -> None:
-    """Words every record holds select nothing, and bm25 ranks by the words most records
-    lack (kb.query.COMMON_SHARE says why that is the same ranking): on real records, the same
-    totals, methods, ids in order and scores as the query with every word."""
-    from kb.query import CommonWords, terms_of
+def test_ranking_without_the_common_words_is_the_ranking_with_them(
+    db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Words every record holds select nothing, bm25 ranks by the words most records lack
+    (kb.query.COMMON_SHARE says why that is the same ranking) and "most" by each word once:
+    on real records, the same totals, methods, ids in order and scores as the query's own
+    expression with every word."""
+    from kb.query import terms_of
     from kb.search import Filters, Searcher
     from kb.sql import read_revision
     from tests.conftest import corpus_dir
@@ -455,23 +458,24 @@ def test_ranking_without_the_common_words_is_the_ranking_with_them(db_path: Path
         kb.import_sources([str(db_path.parent / "in.jsonl")])
         with kb.engine.connect() as conn:
             runner = SqlAlchemyRunner(conn)
+            # no revision: no word is counted in every record, so none is left out
             every_word = Searcher(runner)
-            every_word.common = CommonWords(runner.rows)
-            every_word.common.of = lambda terms: frozenset()  # type: ignore[method-assign]
-            every_word.common.everywhere = every_word.common.of  # type: ignore[method-assign]
             revision = read_revision(runner)
-            common = everywhere = 0
+            common = everywhere = most = 0
             for query in COMMON_WORD_QUERIES:
                 searcher = Searcher(runner, revision=revision)
                 common += bool(searcher.common.of(terms_of(query)))
                 everywhere += bool(searcher.common.everywhere(terms_of(query)))
                 got = searcher.search(query, Filters(), 20).as_dict()
-                wanted = every_word.search(query, Filters(), 20).as_dict()
+                with monkeypatch.context() as patched:  # bm25 on the query's own expression
+                    patched.setattr("kb.search.fts_rank_expression", lambda *_: None)
+                    wanted = every_word.search(query, Filters(), 20).as_dict()
                 assert got["total"] == wanted["total"] and got["method"] == wanted["method"]
+                most += got["method"] == "most-words"
                 assert [r["id"] for r in got["results"]] == [r["id"] for r in wanted["results"]]
                 for mine, theirs in zip(got["results"], wanted["results"], strict=True):
                     assert mine["score"] == pytest.approx(theirs["score"], abs=1e-4), query
-    assert common >= 5 and everywhere >= 3  # the test tests something
+    assert common >= 5 and everywhere >= 3 and most >= 1  # the test tests something
 
 
 @pytest.mark.parametrize(
@@ -482,6 +486,7 @@ def test_ranking_without_the_common_words_is_the_ranking_with_them(db_path: Path
         ("KeyError the index", "all", "KeyError the index", None),  # nothing to rank by
         ("KeyError not in index", "most", "not in", '"KeyError" OR "index"'),
         ("KeyError not in index", "most", "not in index", None),  # a record may lack KeyError
+        ("KeyError not in index", "most", "", '"KeyError" OR "not" OR "in" OR "index"'),
         ("KeyError not in index", "any", "not in", None),
     ],
 )
