@@ -6,8 +6,11 @@ Nothing the user typed becomes query syntax.
 
 from __future__ import annotations
 
+import json
+import os
 import re
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, Final
 
 from kb.spelling import WORD_RE
@@ -35,6 +38,7 @@ CACHED_WORDS: Final = 50_000
 CACHED_REVISIONS: Final = 4
 _SHARES: dict[str, dict[str, float]] = {}
 RECORDS_KEY: Final = "\x00records"  # the records counted, beside the shares (no term has a NUL)
+LOADED_KEY: Final = "\x00loaded"  # the counts in the cache folder are in the shares
 
 
 def terms_of(query: str) -> list[str]:
@@ -122,14 +126,24 @@ def fts_rank_expression(terms: Sequence[str], mode: str, common: frozenset[str])
 class CommonWords:
     """Which of a query's terms at least COMMON_SHARE of the records hold, estimated from a
     sample of the FTS5 index (`run` is a kb.sql.Runner's rows), and which every record holds
-    (counted, once a sample says so); both kept per knowledge-base revision in the process."""
+    (counted, once a sample says so); both kept per knowledge-base revision in the process,
+    and the counts in `cache` too, so that a new `kb search` process does not count again."""
 
-    def __init__(self, run: Callable[..., list[tuple[Any, ...]]], revision: str = "") -> None:
+    def __init__(
+        self,
+        run: Callable[..., list[tuple[Any, ...]]],
+        revision: str = "",
+        cache: Path | None = None,
+    ) -> None:
         self.run = run
         self.revision = revision
         if revision and revision not in _SHARES and len(_SHARES) >= CACHED_REVISIONS:
             _SHARES.clear()
         self.shares = _SHARES.setdefault(revision, {}) if revision else {}
+        self.path = cache / f"common-words-{revision}.json" if cache and revision else None
+        if self.path is not None and LOADED_KEY not in self.shares:
+            self.shares.update(_read_counts(self.path))
+            self.shares[LOADED_KEY] = 1.0
         self._runs: list[tuple[int, int]] | None = None
         self._sampled = 0
 
@@ -148,11 +162,15 @@ class CommonWords:
         unknown = [term for term in dict.fromkeys(terms) if term not in self.shares]
         if len(self.shares) + len(unknown) > CACHED_WORDS:
             self.shares.clear()
+        counted: dict[str, float] = {}
         for term in unknown:
             share = self.share(term)
             if share == 1.0:  # every sampled record: count them all, or never say "every"
-                share = self._counted(term) if self.revision else 1.0 - 1e-9
+                share = counted[term] = self._counted(term) if self.revision else 1.0 - 1e-9
             self.shares[term] = share
+        if counted and self.path is not None:
+            counted[RECORDS_KEY] = self.shares[RECORDS_KEY]
+            _write_counts(self.path, counted)
 
     def _counted(self, term: str) -> float:
         sql = "SELECT count(*) FROM records_fts WHERE records_fts MATCH ?"
@@ -192,6 +210,31 @@ class CommonWords:
                 sql = "SELECT " + " + ".join(one for _ in self._runs)
                 (self._sampled,) = self.run(sql, [v for run in self._runs for v in run])[0]
         return self._runs
+
+
+def _read_counts(path: Path) -> dict[str, float]:
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(value, dict):
+        return {}
+    return {str(k): float(v) for k, v in value.items() if isinstance(v, int | float)}
+
+
+def _write_counts(path: Path, counted: dict[str, float]) -> None:
+    """Add counts to the revision's file (others' files removed); a read-only cache only
+    costs speed."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        for old in path.parent.glob("common-words-*.json"):
+            if old != path:
+                old.unlink(missing_ok=True)
+        temporary = path.with_suffix(f".tmp{os.getpid()}")
+        temporary.write_text(json.dumps({**_read_counts(path), **counted}), encoding="utf-8")
+        os.replace(temporary, path)
+    except OSError:
+        pass
 
 
 def like_escape(text: str) -> str:

@@ -203,7 +203,7 @@ class Searcher:
         self.tsvector = runner.dialect == "postgresql"
         # "did you mean": its word lists kept in `cache` between runs, per revision
         self.speller = Speller(self.run, self._known, cache, revision)
-        self.common = CommonWords(self.run, revision)  # the words bm25 need not rank by
+        self.common = CommonWords(self.run, revision, cache)  # words bm25 need not rank by
 
     def search(
         self, query: str | None, filters: Filters = Filters(), limit: int = DEFAULT_LIMIT

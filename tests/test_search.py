@@ -514,3 +514,32 @@ def test_words_every_record_holds_are_left_out_only_where_they_select_nothing(
     from kb.query import selecting
 
     assert selecting(terms.split(), mode, frozenset(everywhere.split())) == expected.split()
+
+
+def test_a_word_of_every_record_is_counted_once_per_revision_and_kept_in_the_cache(
+    loaded: Any, db_path: Path, tmp_path: Path
+) -> None:
+    """Counting is a walk of the word's whole doclist: once per knowledge-base revision, not
+    again in a new process (a cold `kb search`), which reads the count from the cache."""
+    from kb import query
+    from kb.sql import read_revision
+
+    with KnowledgeBase(str(db_path)) as kb, kb.engine.connect() as conn:
+        runner = SqlAlchemyRunner(conn)
+        revision = read_revision(runner)
+        statements: list[str] = []
+
+        def run(sql: str, params: Any = ()) -> list[tuple[Any, ...]]:
+            statements.append(sql)
+            return runner.rows(sql, params)
+
+        query._SHARES.clear()
+        common = query.CommonWords(run, revision, tmp_path / "cache")
+        assert common.everywhere(["the", "backend_per_kind", "kv"]) == {"the"}
+        assert common.of(["the", "backend_per_kind", "kv"]) == {"the"}
+        counts = [sql for sql in statements if sql.startswith("SELECT count(*) FROM records_fts")]
+        assert len(counts) == 1
+        query._SHARES.clear()  # as in a new process
+        statements.clear()
+        assert query.CommonWords(run, revision, tmp_path / "cache").everywhere(["the"]) == {"the"}
+        assert statements == []
