@@ -12,7 +12,7 @@ from typing import Any, Final
 
 from kb.logline import INNERMOST_FIRST, parse_frame, strip_ansi, strip_prefix
 from kb.matcher.evidence import is_user_code
-from kb.render import safe
+from kb.render import remainder_heading, remainder_line, safe, shown_in_full
 from kb.text import clip
 
 BRIEF_TEXT_CHARS: Final = 120  # a brief line's message, clipped: one error, one line
@@ -28,11 +28,20 @@ RUNNER_CHECKOUT_RE: Final = re.compile(
 )
 
 
-def matches_brief(report: Any, records: dict[str, dict[str, Any]], *, fixes: bool = False) -> str:
+def matches_brief(
+    report: Any,
+    records: dict[str, dict[str, Any]],
+    *,
+    fixes: bool = False,
+    limit: int | None = None,
+    every: str = "kb match --all shows every one",
+) -> str:
     """`LINE  SCORE  ID  REPO  the text that matched`, one error a line, in log order; with
-    `fixes`, the record's first solution on the line below."""
+    `fixes`, the record's first solution on the line below; past `limit` errors (None: no
+    limit) the rest counted by repository (kb.render.shown_in_full)."""
     out = []
-    for match in report.in_log_order():
+    shown, rest = shown_in_full(report.in_log_order(), records, limit)
+    for match in shown:
         record = records.get(match.id, {})
         repo = safe(record.get("repo"), multiline=False) or "?"
         text = clip(safe(match.text, multiline=False), BRIEF_TEXT_CHARS)
@@ -40,6 +49,9 @@ def matches_brief(report: Any, records: dict[str, dict[str, Any]], *, fixes: boo
         solutions = record.get("solutions") or []
         if fixes and solutions:
             out.append(f"{'':>6}  fix: {clip(safe(solutions[0], multiline=False), FIX_CHARS)}")
+    if rest:
+        out.append(remainder_heading(rest, every) + ":")
+        out += [f"{'':>6}  {remainder_line(group)}" for group in rest]
     return "".join(line + "\n" for line in out)
 
 

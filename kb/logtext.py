@@ -272,10 +272,27 @@ def _json_strings(value: object, depth: int = 0) -> Iterator[str]:
             yield from _json_strings(item, depth + 1)
 
 
+def _opening(line: str) -> tuple[str, ...] | None:
+    """How a line opens: its first two words, digits aside ("Not Found: /x" -> ("Not",
+    "Found:")); None for a line of fewer words (a wrapped row's short tail)."""
+    words = line.split(None, 2)[:2]
+    return tuple(DIGITS_RE.sub("0", word) for word in words) if len(words) == 2 else None
+
+
 def _unwrap(block: LineBlock, width: int) -> LineBlock:
     lines: list[str] = []
     first: list[int] = []
     last: list[int] = []
+    # How the lines that surely open a record begin (those below a row shorter than the width):
+    # a row of the width followed by a line that opens the same way is a whole record too
+    # (Django's access line of 100 columns, then `Not Found: /favicon.ico`, which also follows
+    # the shorter access lines). A terminal's wrapped row goes on mid-sentence, never so.
+    openers = {
+        _opening(line)
+        for i, line in enumerate(block.lines)
+        if i == 0 or len(block.lines[i - 1]) != width
+    }
+    openers.discard(None)
     joining = False
     for i, line in enumerate(block.lines):
         if joining:
@@ -295,6 +312,7 @@ def _unwrap(block: LineBlock, width: int) -> LineBlock:
             and bool(following)
             and not starts_record(following)
             and not _same_start(line, following)
+            and _opening(following) not in openers
             and not (
                 len(previous) == width and _same_start(strip_prefix(previous), strip_prefix(line))
             )

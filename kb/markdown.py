@@ -11,14 +11,18 @@ import re
 from typing import Any, Final
 
 from kb.render import (
+    SHOWN_IN_FULL,
     UNMATCHED_HEADING,
     bounded,
     captured,
     clipped,
     indented,
     match_summary,
+    remainder_heading,
+    remainder_line,
     repository_line,
     safe,
+    shown_in_full,
     unmatched_where,
     where_raised,
 )
@@ -206,10 +210,21 @@ def unmatched_markdown(report: Any) -> list[str]:
     return out
 
 
-def matches_markdown(report: Any, records: dict[str, dict[str, Any]], source: str) -> str:
+def matches_markdown(
+    report: Any,
+    records: dict[str, dict[str, Any]],
+    source: str,
+    limit: int | None = SHOWN_IN_FULL,
+) -> str:
+    """The errors of a log for a ticket; past `limit` (None: no limit) counted by repository."""
     lines = [f"# {_md_inline(match_summary(report, source))}", ""]
-    for number, match in enumerate(report.in_log_order(), start=1):
+    full, rest = shown_in_full(report.in_log_order(), records, limit)
+    for number, match in enumerate(full, start=1):
         lines += [match_markdown(number, match, records.get(match.id, {"id": match.id})), ""]
+    if rest:
+        lines += [f"## {_md_inline(remainder_heading(rest))}", ""]
+        lines += [f"- {_md_inline(remainder_line(group))}" for group in rest]
+        lines.append("")
     lines += unmatched_markdown(report)
     return "\n".join(lines).rstrip() + "\n"
 

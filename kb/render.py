@@ -9,7 +9,8 @@ from __future__ import annotations
 import json
 import re
 import textwrap
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any, Final
 
 from kb.text import ANSI_RE, INVISIBLE_CHARS, clip, json_safe
@@ -284,10 +285,82 @@ def indented(text: str, prefix: str) -> str:
     return "\n".join(prefix + line if line else line for line in text.splitlines())
 
 
-def matches_text(report: Any, records: dict[str, dict[str, Any]], style: Style, source: str) -> str:
-    """Each error in log order: where, what matched, the record, confidence, then the fix."""
+# A log with thousands of known errors (a service's whole day) would print tens of thousands
+# of lines no one reads: text, markdown and the web page show this many in full, in log order,
+# and count the rest by repository. `kb match --all` shows every one; JSON, --brief and --ids
+# always list them all. A CI log or a paste has a handful (the real-log sets: at most 14).
+SHOWN_IN_FULL: Final = 20
+# The count of the rest names this many repositories, the largest first, then the others together.
+COUNTED_REPOSITORIES: Final = 8
+NO_REPOSITORY: Final = "(no repository)"
+
+
+@dataclass(frozen=True)
+class Remainder:
+    """Known errors not shown in full, of one repository (or of the others together)."""
+
+    repo: str
+    errors: int
+    first_line: int
+    last_line: int
+
+    def where(self) -> str:
+        if self.first_line == self.last_line:
+            return f"line {self.first_line:,}"
+        return f"lines {self.first_line:,}-{self.last_line:,}"
+
+
+def shown_in_full(
+    in_log_order: Sequence[Any], records: dict[str, dict[str, Any]], limit: int | None
+) -> tuple[list[Any], list[Remainder]]:
+    """The matches shown in full (the first `limit` in log order; every one when `limit` is
+    None) and the rest counted by repository, the largest group first, at most
+    COUNTED_REPOSITORIES of them and then one group of the others."""
+    if limit is None or len(in_log_order) <= limit:
+        return list(in_log_order), []
+    groups: dict[str, list[int]] = {}
+    for match in in_log_order[limit:]:
+        repo = str(records.get(match.id, {}).get("repo") or NO_REPOSITORY)
+        groups.setdefault(repo, []).append(match.line)
+    ranked = sorted(groups.items(), key=lambda item: (-len(item[1]), item[0]))
+    rest = [Remainder(repo, len(lines), min(lines), max(lines)) for repo, lines in ranked]
+    if len(rest) > COUNTED_REPOSITORIES + 1:
+        others = rest[COUNTED_REPOSITORIES:]
+        together = Remainder(
+            f"{len(others)} other repositories",
+            sum(group.errors for group in others),
+            min(group.first_line for group in others),
+            max(group.last_line for group in others),
+        )
+        rest = [*rest[:COUNTED_REPOSITORIES], together]
+    return list(in_log_order[:limit]), rest
+
+
+def remainder_heading(
+    rest: Sequence[Remainder], every: str = "kb match --all shows every one"
+) -> str:
+    """`every` says where to see them all."""
+    total = sum(group.errors for group in rest)
+    noun = "error" if total == 1 else "errors"
+    return f"{total:,} more known {noun}, not shown in full ({every})"
+
+
+def remainder_line(group: Remainder) -> str:
+    return f"{group.errors:,} in {safe(group.repo, multiline=False)}, {group.where()}"
+
+
+def matches_text(
+    report: Any,
+    records: dict[str, dict[str, Any]],
+    style: Style,
+    source: str,
+    limit: int | None = SHOWN_IN_FULL,
+) -> str:
+    """Each error in log order: where, what matched, the record, confidence, then the fix; past
+    `limit` errors (None: no limit) the rest are counted by repository."""
     out = [style.heading(match_summary(report, source))]
-    for number, match in enumerate(report.in_log_order(), start=1):
+    full, rest = shown_in_full(report.in_log_order(), records, limit)
+    for number, match in enumerate(full, start=1):
         record = records.get(match.id, {"id": match.id})
         where = (
             f"line {match.line}"
@@ -326,6 +399,9 @@ def matches_text(report: Any, records: dict[str, dict[str, Any]], style: Style, 
         if match.duplicates:
             out.append(f"   Same message elsewhere: {len(match.duplicates)} more record(s)")
         out.append("   " + style.dim(f"More: kb show {match.id}"))
+    if rest:
+        out += ["", style.heading(remainder_heading(rest))]
+        out += [f"  {remainder_line(group)}" for group in rest]
     out += unmatched_text(report, style)
     return "\n".join(out) + "\n"
 

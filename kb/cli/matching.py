@@ -53,6 +53,13 @@ DEFAULT_MATCH_TIMEOUT = 60.0
 )
 @min_score_option
 @click.option(
+    "--all",
+    "show_all",
+    is_flag=True,
+    help="Show every error in full (text and markdown show the first 20 and count the rest "
+    "by repository; --json always has them all).",
+)
+@click.option(
     "--timeout",
     type=click.FloatRange(0),
     default=DEFAULT_MATCH_TIMEOUT,
@@ -72,6 +79,7 @@ def match(
     no_pager: bool,
     top: int,
     min_score: float | None,
+    show_all: bool,
     timeout: float,
 ) -> None:
     """Find every known error in a log and print what is known about each one.
@@ -131,8 +139,10 @@ def match(
             "The knowledge base is empty: import a dataset first (kb import PATH).", err=True
         )
     wanted = [m.id for m in report.matches]
+    limit = None if show_all else render.SHOWN_IN_FULL
     if fmt == "text":  # it names the alternatives' repositories; JSON and markdown list ids
-        wanted += [alt for m in report.matches for alt, _score in m.alternatives]
+        shown = report.in_log_order()[:limit]
+        wanted += [alt for m in shown for alt, _score in m.alternatives]
     records = fetch(wanted) if not ids_only else {}
     if ids_only or brief or fmt == "github":
         from kb import compact
@@ -151,9 +161,10 @@ def match(
     elif fmt == "markdown":
         from kb import markdown
 
-        show_text(markdown.matches_markdown(report, records, label), no_pager)
+        show_text(markdown.matches_markdown(report, records, label, limit), no_pager)
     else:
-        show_text(render.matches_text(report, records, style_for(color), label), no_pager)
+        text = render.matches_text(report, records, style_for(color), label, limit)
+        show_text(text, no_pager)
     ctx.exit(EXIT_OK if report.matches else EXIT_NOTHING_FOUND)
 
 
@@ -253,7 +264,7 @@ def run(ctx: click.Context, command: tuple[str, ...], min_score: float | None) -
     import shlex
 
     from kb import compact
-    from kb.render import safe
+    from kb.render import SHOWN_IN_FULL, safe
     from kb.run import run as run_command
     from kb.text import clip
 
@@ -277,6 +288,10 @@ def run(ctx: click.Context, command: tuple[str, ...], min_score: float | None) -
         err=True,
     )
     records = fetch([m.id for m in report.matches])
-    click.echo(compact.matches_brief(report, records, fixes=True), nl=False, err=True)
+    # A command that printed thousands of known errors: the first ones with their fixes, the
+    # rest counted (kb match --all on its saved output shows every one).
+    every = "kb match --all on its saved output shows them"
+    briefs = compact.matches_brief(report, records, fixes=True, limit=SHOWN_IN_FULL, every=every)
+    click.echo(briefs, nl=False, err=True)
     click.echo("More: kb show ID", err=True)
     ctx.exit(finished.status)

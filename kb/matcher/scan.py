@@ -477,11 +477,14 @@ class LogScan:
             if t.style in logline.INNERMOST_FIRST and t.frames
         }
         clusters: list[list[Hit]] = []
+        cluster_end = -1  # the last row of the last cluster (kept, not re-measured per hit)
         for hit in sorted(ready, key=lambda h: (h.first, h.last)):
-            if clusters and hit.first <= max(h.last for h in clusters[-1]):
+            if clusters and hit.first <= cluster_end:
                 clusters[-1].append(hit)
+                cluster_end = max(cluster_end, hit.last)
             else:
                 clusters.append([hit])
+                cluster_end = hit.last
         used: set[int] = set()
         self.reader.load_records(rec_idx for hit in ready for rec_idx in hit.records)
         for cluster in clusters:

@@ -107,10 +107,14 @@ def error_page(request: Request, status: int, message: str) -> HTMLResponse:
 # ---- matching a pasted log ----------------------------------------------------------------
 
 
-def match_views(found: Found) -> list[dict[str, Any]]:
-    """What the page shows of each error found, in log order."""
+def match_views(found: Found) -> tuple[list[dict[str, Any]], list[render.Remainder]]:
+    """What the page shows of each error found, in log order: the first
+    kb.render.SHOWN_IN_FULL in full, the rest counted by repository (the API lists them all)."""
     views = []
-    for number, match in enumerate(found.report.in_log_order(), start=1):
+    shown, rest = render.shown_in_full(
+        found.report.in_log_order(), found.records, render.SHOWN_IN_FULL
+    )
+    for number, match in enumerate(shown, start=1):
         record = found.records.get(match.id, {"id": match.id})
         if match.line == match.end_line:
             where = f"line {match.line}"
@@ -135,7 +139,7 @@ def match_views(found: Found) -> list[dict[str, Any]]:
                 "markdown": markdown.match_markdown(number, match, record),
             }
         )
-    return views
+    return views, rest
 
 
 async def home(request: Request) -> HTMLResponse:
@@ -153,6 +157,7 @@ async def match_form(request: Request) -> Response:
         return page(request, "match.html", 422, log="", found=None, notice="Paste a log first.")
     found = await svc.match(log.encode("utf-8"), top=DEFAULT_TOP, min_score=DEFAULT_MIN_SCORE)
     report = render.matches_json(found.report, found.records)
+    views, rest = match_views(found)
     return page(
         request,
         "match.html",
@@ -160,7 +165,9 @@ async def match_form(request: Request) -> Response:
         log=log if len(log) <= ECHO_LIMIT else "",
         found=found,
         summary=render.match_summary(found.report, "the pasted log"),
-        views=match_views(found),
+        views=views,
+        rest=rest,
+        rest_heading=render.remainder_heading(rest, "POST /api/match lists every one"),
         unmatched=report.get("unmatched") or [],
         markdown=markdown.matches_markdown(found.report, found.records, "the pasted log"),
     )

@@ -102,3 +102,29 @@ def test_a_terminal_wrap_after_lines_of_that_width_is_still_joined(
     assert block.lines == [*records, message, "done"]
     (match,) = seed_index.match("\n".join([*records, *rows, "done"]) + "\n").matches
     assert (match.line, match.end_line) == (4, 3 + len(rows))
+
+
+def test_a_full_width_record_is_not_joined_with_a_line_that_opens_records_elsewhere() -> None:
+    """A log a terminal wrapped at 100 (two real wraps), where one Django access line happens
+    to be 100 columns: the `Not Found:` line after it opens a record of its own, as it does
+    after the shorter access lines, and stays its own line."""
+    message = SEED_LINE + " Check the config of the engine and try again with a valid kind, please."
+    rows = [message[i : i + 100] for i in range(0, len(message), 100)]
+    assert len(rows) == 2 and len(rows[0]) == 100
+    full = (
+        '[14/Mar/2026 08:44:01] "GET /favicon.ico?v=20260314-0844-refresh HTTP/1.1" '
+        "404 8429 1.0234 0.99 okay"
+    )
+    assert len(full) == 100
+    short = '[14/Mar/2026 08:44:16] "GET /favicon.ico HTTP/1.1" 404 8450'
+    lines = [short, "Not Found: /favicon.ico", *rows, full, "Not Found: /favicon.ico", *rows]
+    block = split_lines("\n".join([*lines, "done"]) + "\n")
+    assert block.lines == [
+        short,
+        "Not Found: /favicon.ico",
+        message,
+        full,
+        "Not Found: /favicon.ico",
+        message,
+        "done",
+    ]
