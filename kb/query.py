@@ -149,36 +149,45 @@ class CommonWords:
 
     def of(self, terms: Sequence[str]) -> frozenset[str]:
         """The terms at least COMMON_SHARE of the records hold."""
-        self._learn(terms)
-        return frozenset(term for term in terms if self.shares[term] >= COMMON_SHARE)
+        shares = self._learn(terms)
+        return frozenset(term for term in terms if shares[term] >= COMMON_SHARE)
 
     def everywhere(self, terms: Sequence[str]) -> frozenset[str]:
         """The terms every record holds: counted, so only where the count is kept (a known
         revision); a word of every sampled record costs one walk of its doclist, once."""
-        self._learn(terms)
-        return frozenset(term for term in terms if self.shares[term] == 1.0)
+        shares = self._learn(terms)
+        return frozenset(term for term in terms if shares[term] == 1.0)
 
-    def _learn(self, terms: Sequence[str]) -> None:
-        unknown = [term for term in dict.fromkeys(terms) if term not in self.shares]
-        if len(self.shares) + len(unknown) > CACHED_WORDS:
+    def _learn(self, terms: Sequence[str]) -> dict[str, float]:
+        """The terms' shares, sampled (and counted) where not known yet. The kept shares may
+        be a server's threads' too: each read once, none assumed to stay."""
+        shares = {term: self.shares.get(term) for term in dict.fromkeys(terms)}
+        unknown = [term for term, share in shares.items() if share is None]
+        if unknown and len(self.shares) + len(unknown) > CACHED_WORDS:
             self.shares.clear()
         counted: dict[str, float] = {}
         for term in unknown:
             share = self.share(term)
             if share == 1.0:  # every sampled record: count them all, or never say "every"
                 share = counted[term] = self._counted(term) if self.revision else 1.0 - 1e-9
-            self.shares[term] = share
+            shares[term] = self.shares[term] = share
         if counted and self.path is not None:
-            counted[RECORDS_KEY] = self.shares[RECORDS_KEY]
+            counted[RECORDS_KEY] = self._records()
             _write_counts(self.path, counted)
+        return {term: share for term, share in shares.items() if share is not None}
 
     def _counted(self, term: str) -> float:
         sql = "SELECT count(*) FROM records_fts WHERE records_fts MATCH ?"
         (held,) = self.run(sql, [fts_phrase(term)])[0]
-        if RECORDS_KEY not in self.shares:
-            (records,) = self.run("SELECT count(*) FROM records")[0]
-            self.shares[RECORDS_KEY] = float(records)
-        return 1.0 if held == self.shares[RECORDS_KEY] else held / self.shares[RECORDS_KEY]
+        records = self._records()
+        return 1.0 if held == records else held / records
+
+    def _records(self) -> float:
+        records = self.shares.get(RECORDS_KEY)
+        if records is None:
+            (count,) = self.run("SELECT count(*) FROM records")[0]
+            records = self.shares[RECORDS_KEY] = float(count)
+        return records
 
     def share(self, term: str) -> float:
         """The share of the sampled records that hold the term (a word or a phrase)."""
