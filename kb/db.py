@@ -147,7 +147,7 @@ def refuse_read_only(engine: Engine) -> None:
     if path is not None:
         raise DatabaseError(
             f"the database {path} is read-only (the file or its folder cannot be written)",
-            hint="Import into a copy you can write, or ask whoever owns it.",
+            hint="Work on a copy you can write, or ask whoever owns it.",
         )
 
 

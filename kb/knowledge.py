@@ -8,7 +8,6 @@ from __future__ import annotations
 import atexit
 import json
 import os
-import re
 import shutil
 import sqlite3
 import tempfile
@@ -21,7 +20,6 @@ from sqlalchemy import Engine, func, select
 from kb import db
 from kb.config import cache_dir_for, resolve_database_url
 from kb.db import get_meta
-from kb.errors import Ambiguous, Candidate, NotFound
 from kb.ingest import (
     DEFAULT_BATCH_SIZE,
     ImportReport,
@@ -29,12 +27,14 @@ from kb.ingest import (
     RepositoryProgressFn,
     import_sources,
 )
+from kb.lookup import find, record_from_row
 from kb.models import DATASET_SOURCES, IMPORT_RUNS, RECORDS, REPOSITORIES
-from kb.records import COLUMNS, ID_RE, REPOSITORY_FIELDS, Record
+from kb.records import REPOSITORY_FIELDS, Record
 from kb.sql import SqlAlchemyRunner, read_revision, records_by_id
 from kb.text import json_safe
 
 if TYPE_CHECKING:
+    from kb.deletion import DeleteReport
     from kb.matcher import MatcherIndex, MatchReport, PatternSource
     from kb.matcher.background import BackgroundBuild
     from kb.search import Filters, SearchResponse
@@ -51,27 +51,6 @@ def repository_from_row(row: Any) -> dict[str, Any]:
     out = {spec.key: mapping[spec.column] for spec in REPOSITORY_FIELDS}
     out.update(mapping["extra"] or {})
     return out
-
-
-SUGGESTIONS: Final = 5  # records suggested for a key that found none
-SHORT_ID_RE: Final = re.compile(r"[0-9a-f]{6,15}")  # an id's beginning: 6 hex digits at least
-SLUG_CUTOFF: Final = 80  # rapidfuzz WRatio a slug needs to be suggested for a typo
-
-
-def _candidate(row: Any) -> Candidate:
-    """A record as a look-up lists it: where it is raised and its message tell it apart."""
-    where = f"{row.file_path}:{row.line_number}" if row.line_number else (row.file_path or "")
-    message = row.error_message if len(row.error_message) <= 80 else row.error_message[:79] + "…"
-    return Candidate(row.id, row.repo, row.slug, f"{where}  {message}".strip())
-
-
-def record_from_row(row: Any) -> Record:
-    mapping = row._mapping
-    return Record(
-        values={column: mapping[column] for column in COLUMNS},
-        extra=dict(mapping["extra"] or {}),
-        stub=bool(mapping["stub"]),
-    )
 
 
 class KnowledgeBase:
@@ -147,6 +126,18 @@ class KnowledgeBase:
         if build is not None:
             build.install(self.revision() if report.inserted or report.updated else None)
         return report
+
+    def delete(self, keys: Iterable[str], *, dry_run: bool = False) -> DeleteReport:
+        """Delete the records these keys name (ids, or any key `lookup` takes) in one
+        transaction: all of them, or none when a key names no record (NotFound) or several
+        (Ambiguous). Their full-text entries go with them, and the revision changes, so
+        `matcher()` builds the index again (`build_matcher()` builds it now, as `kb delete`
+        does). `dry_run`: only say which records they name."""
+        from kb.deletion import delete_records
+
+        if not dry_run:
+            db.refuse_read_only(self.engine)
+        return delete_records(self.engine, keys, dry_run=dry_run)
 
     def _background_build(self) -> BackgroundBuild | None:
         from kb.matcher.background import BackgroundBuild
@@ -386,92 +377,8 @@ class KnowledgeBase:
 
     def lookup(self, key: str) -> dict[str, Any]:
         """A record by id, slug, `repo/slug` or error code; Ambiguous when several fit."""
-        key = key.strip()
-        record = self.get(key.lower()) if ID_RE.fullmatch(key.lower()) else None
-        if record is not None:
-            return record
-        if SHORT_ID_RE.fullmatch(key.lower()):  # a unique beginning of an id, as git allows
-            start = key.lower()
-            with self._connect() as conn:
-                rows = conn.execute(
-                    select(RECORDS)
-                    .where(RECORDS.c.id >= start, RECORDS.c.id < start + "g")
-                    .order_by(RECORDS.c.id)
-                    .limit(50)
-                ).all()
-            if len(rows) == 1:
-                return record_from_row(rows[0]).to_dataset()
-            if rows:
-                raise Ambiguous(
-                    f"{key!r} begins {len(rows)} ids",
-                    [_candidate(row) for row in rows],
-                    hint="Give more of the id.",
-                )
         with self._connect() as conn:
-            query = select(RECORDS).where(RECORDS.c.slug == key)
-            if "/" in key:
-                repo, _, slug = key.rpartition("/")
-                query = select(RECORDS).where(
-                    ((RECORDS.c.repo == repo) & (RECORDS.c.slug == slug)) | (RECORDS.c.slug == key)
-                )
-            rows = conn.execute(query.order_by(RECORDS.c.repo, RECORDS.c.id).limit(50)).all()
-            if not rows:
-                rows = conn.execute(
-                    select(RECORDS)
-                    .where(RECORDS.c.error_code == key)
-                    .order_by(RECORDS.c.repo, RECORDS.c.id)
-                    .limit(50)
-                ).all()
-        if not rows:
-            raise NotFound(
-                f"no record has the id, slug or code {key!r}",
-                hint="Try `kb search` with words from the message.",
-                suggestions=self._near_keys(key),
-            )
-        if len(rows) > 1:
-            one_repo = len({row.repo for row in rows}) == 1
-            raise Ambiguous(
-                f"{key!r} names {len(rows)} records",
-                [_candidate(row) for row in rows],
-                hint="Use the id to pick one."
-                if one_repo
-                else "Use the id, or repo/slug, to pick one.",
-            )
-        return record_from_row(rows[0]).to_dataset()
-
-    def _near_keys(self, key: str) -> list[Candidate]:
-        """Records a key that found nothing may have meant: ids and slugs it begins, else the
-        slugs closest to it (a typo)."""
-        table = RECORDS
-        wanted = key.lower().rpartition("/")[2] if "/" in key else key.lower()
-        with self._connect() as conn:
-            rows = []
-            if wanted:
-                for column in (table.c.id, table.c.slug):
-                    rows = conn.execute(
-                        select(table)
-                        .where(column >= wanted, column < wanted + "\uffff")
-                        .order_by(column)
-                        .limit(SUGGESTIONS)
-                    ).all()
-                    if rows:
-                        return [_candidate(row) for row in rows]
-            slugs = conn.execute(select(table.c.slug).distinct()).scalars().all()
-            from rapidfuzz import process
-
-            close = [
-                slug
-                for slug, _score, _i in process.extract(
-                    wanted, slugs, limit=SUGGESTIONS, score_cutoff=SLUG_CUTOFF
-                )
-            ]
-            if not close:
-                return []
-            rows = conn.execute(
-                select(table).where(table.c.slug.in_(close)).limit(SUGGESTIONS)
-            ).all()
-        order = {slug: n for n, slug in enumerate(close)}
-        return [_candidate(row) for row in sorted(rows, key=lambda r: order[r.slug])]
+            return record_from_row(find(conn, key)).to_dataset()
 
     def search(
         self,

@@ -19,6 +19,7 @@ from kb.cli.shared import KbGroup
 # Where each command lives, "module:name": imported when it runs or a help lists it.
 COMMANDS = {
     "db": "kb.cli.database:db_group",
+    "delete": "kb.cli.database:delete_command",
     "export": "kb.cli.records:export",
     "import": "kb.cli.database:import_command",
     "match": "kb.cli.matching:match",

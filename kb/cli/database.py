@@ -1,4 +1,5 @@
-"""`kb import` and `kb db`: records into the database, and the database's schema."""
+"""`kb import`, `kb delete` and `kb db`: records into the database and out of it, and the
+database's schema."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from kb.cli.shared import KbGroup, open_kb
+from kb.cli.shared import KbGroup, completer, open_kb
 from kb.errors import EXIT_NOTHING_FOUND, EXIT_OK, Interrupted
 
 if TYPE_CHECKING:
@@ -101,9 +102,58 @@ def import_command(
     ctx.exit(EXIT_OK if report.complete else EXIT_NOTHING_FOUND)
 
 
+@click.command("delete", short_help="Delete records by id or slug: all named, or none.")
+@click.argument(
+    "keys", nargs=-1, required=True, metavar="ID_OR_SLUG...", shell_complete=completer("record")
+)
+@click.option("--dry-run", is_flag=True, help="List the records that would go; delete nothing.")
+@click.option("--json", "as_json", is_flag=True, help="Print what was deleted as JSON.")
+@click.pass_context
+def delete_command(ctx: click.Context, keys: tuple[str, ...], dry_run: bool, as_json: bool) -> None:
+    """Delete records by id, or by any key `kb show` takes, in one transaction.
+
+    Every key must name one record: a key that names none exits 1, one that names several
+    exits 2, and then nothing is deleted. The records' full-text entries go with them and
+    the matcher index is rebuilt (as after an import), so `kb match`, `kb search` and
+    `kb show` no longer find them, in this process or any other. An import that brings a
+    record again stores it again (a published dataset's version imported already needs
+    `kb import --force`).
+
+    \b
+    Example:
+      kb delete 46a1fcb95e0d367e
+      kb delete --dry-run 46a1fcb95e0d367e numpy/numpy/the-order-of-integration-must-be-non-negative
+    """
+    from kb.render import safe, to_json
+
+    kb = open_kb(ctx)
+    try:
+        report = kb.delete(keys, dry_run=dry_run)
+    except KeyboardInterrupt:
+        raise Interrupted("Interrupted: nothing was deleted.") from None
+    if as_json:
+        click.echo(to_json(report.as_dict()))
+    else:
+        count = len(report.deleted)
+        what = f"{count} record{'s' * (count != 1)}"
+        click.echo(f"Would delete {what}:" if dry_run else f"Deleted {what}:")
+        for record in report.deleted:
+            click.echo(f"  {record.id}  {safe(f'{record.repo}/{record.slug}', multiline=False)}")
+    if report.revision is not None:
+        try:
+            _build_matcher(kb, quiet=False)
+        except KeyboardInterrupt:
+            count = len(report.deleted)
+            raise Interrupted(
+                f"Interrupted: {count:,} record{'s were' if count != 1 else ' was'} deleted; "
+                "the matcher index was not built (the next `kb match` builds it)."
+            ) from None
+
+
 def _build_matcher(kb: KnowledgeBase, quiet: bool) -> None:
-    """The matcher index for the revision an import made, so the next `kb match` only loads
-    it; where it cannot be written (a full or read-only cache folder), a note says so."""
+    """The matcher index for the revision an import or a deletion made, so the next
+    `kb match` only loads it; where it cannot be written (a full or read-only cache
+    folder), a note says so."""
     if not quiet and sys.stderr.isatty():
         with click.progressbar(
             length=kb.count(), label="Building the matcher index", file=sys.stderr

@@ -168,7 +168,7 @@ class SqliteWriter(PortableWriter):
             # them all at once); only older rows have text to take out.
             indexed = [u.row["id"] for u in updates if u.stored.import_id != self.import_id]
             if indexed:
-                _fts_delete(self.conn, indexed)
+                fts_delete(self.conn, indexed)
         if inserts:
             _bulk_insert(self.conn, inserts)
         if updates:
@@ -360,9 +360,10 @@ def _to_json(value: Any) -> str:
 _FTS_COLUMNS: Final = ", ".join(FTS_COLUMNS)
 
 
-def _fts_delete(conn: Connection, ids: list[str]) -> None:
-    """Take the records' current text out of the full-text index, before the rows change:
-    an external-content FTS5 table must be told the old text to forget it."""
+def fts_delete(conn: Connection, ids: list[str]) -> None:
+    """Take the records' current text out of the full-text index, before the rows change or
+    go (an update here, kb.deletion): an external-content FTS5 table must be told the old
+    text to forget it."""
     for start in range(0, len(ids), IN_CHUNK):
         chunk = ids[start : start + IN_CHUNK]
         marks = ", ".join("?" * len(chunk))

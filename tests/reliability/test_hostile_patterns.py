@@ -66,3 +66,30 @@ def test_a_hostile_pattern_never_hangs_or_claims_the_log(
     assert elapsed < BOUND_S, f"{name}: {elapsed:.1f} s"
     found = json.loads(result.stdout)["matches"]
     assert [m["id"] for m in found] == [seed_record()["id"]], name
+
+
+@pytest.mark.databases
+def test_hostile_records_can_be_deleted_and_matching_goes_on_without_them(
+    invoke: Any, tmp_path: Path
+) -> None:
+    # Issue 13, defect 2: an over-long literal once broke every match, with no way to take
+    # the record out. Every hostile record goes in one `kb delete`; the seed is still found.
+    hostile = {name: hostile_record(HOSTILE[name], n) for n, name in enumerate(sorted(HOSTILE), 1)}
+    long_literal = hostile["a long literal past Hyperscan's limit"]["id"]
+    path = tmp_path / "records.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in [seed_record(), *hostile.values()]))
+    assert invoke("import", str(path)).exit_code in (0, 1)
+    stored = [json.loads(line)["id"] for line in invoke("export").stdout.splitlines()]
+    assert long_literal in stored
+    doomed = [record_id for record_id in stored if record_id != seed_record()["id"]]
+
+    result = invoke("delete", *doomed)
+
+    assert result.exit_code == 0, result.output
+    assert [line.split()[0] for line in result.stdout.splitlines()[1:]] == doomed
+    assert [json.loads(line)["id"] for line in invoke("export").stdout.splitlines()] == [
+        seed_record()["id"]
+    ]
+    found = json.loads(invoke("match", "--json", input=SEED_LINE + "\n").stdout)["matches"]
+    assert [m["id"] for m in found] == [seed_record()["id"]]
+    assert invoke("show", long_literal).exit_code == 1

@@ -102,3 +102,15 @@ def test_an_import_into_a_read_only_database_exits_3_saying_why(
     first = result.stderr.splitlines()[0]
     assert first.startswith("Error: the database ") and "is read-only" in first
     assert "Traceback" not in result.stderr
+
+
+def test_a_delete_from_a_read_only_database_exits_3_and_a_dry_run_still_answers(
+    shared_copy: Any,
+) -> None:
+    result = shared_copy("delete", SEED_ID)
+    assert result.returncode == 3, result.stderr
+    first = result.stderr.splitlines()[0]
+    assert first.startswith("Error: the database ") and "is read-only" in first
+    dry = shared_copy("delete", "--dry-run", "--json", SEED_ID)
+    assert dry.returncode == 0, dry.stderr
+    assert [r["id"] for r in json.loads(dry.stdout)["deleted"]] == [SEED_ID]
