@@ -1317,3 +1317,21 @@ def test_suggestions_come_from_the_search_given_for_the_first_unmatched_lines(
     assert asked and report.unmatched[0].suggestions == [
         {"id": "000000000000d003", "score": 0.5, "errorMessage": "x"}
     ]
+
+
+def test_a_short_pastes_exact_words_also_list_the_record_that_says_them_reworded(
+    corpus_index: tuple[MatcherIndex, Path, dict[str, str]],
+) -> None:
+    """scipy 1.10's CSR check printed "index pointer values must form a non-decreasing
+    sequence": word for word another record's message today, while the same check now says
+    "indptr must be a non-decreasing sequence" (the drift set's dd4c155d299). Without a frame
+    the exact reading stays first; the rewording is listed below it."""
+    index, _corpus, _patterns = corpus_index
+    paste = b"ValueError: index pointer values must form a non-decreasing sequence\n"
+    report = index.match(paste, top=3)
+    assert len(report.matches) == 1
+    match = report.matches[0]
+    assert match.method == "pattern"
+    alternatives = [rid for rid, _score in match.alternatives]
+    assert "f01f4b9ea78d25a1" in alternatives
+    assert all(score < match.score for _rid, score in match.alternatives)

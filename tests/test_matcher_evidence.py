@@ -340,6 +340,8 @@ def test_another_class_on_the_line_or_another_librarys_frame_lowers_the_score() 
     numpy = traceback(f"{SITE}/numpy/core/fromnumeric.py", 57)
     foreign = scorer.score_hit(hit("ValueError: Unknown kind 'x'"), RECORD, numpy, None)
     assert foreign is not None and foreign.score < right.score
+    # another library raised it: its own raise site's reworded message is worth looking up
+    assert foreign.doubted and not right.doubted
 
 
 def test_the_users_own_raise_and_pythons_message_without_a_frame_are_not_claimed() -> None:
@@ -491,3 +493,31 @@ def test_calibration_keeps_the_order_of_scores_and_can_be_undone() -> None:
     )
     # the default threshold sits in the step the development sets show at raw 0.5
     assert 0.49 < uncalibrated(CFG.min_score, knots) < 0.5
+
+
+# ---- near-miss alignment ---------------------------------------------------------------------
+
+
+def test_a_sentence_added_around_agreeing_words_is_seen_in_whole_words() -> None:
+    from kb.matcher.fuzzy import align, gap_template
+
+    template = gap_template(
+        "{field_name} dim[{i}] expected {dim}, got {actual_shape[i]}. "
+        "Expected shape: {expected_shape}, but got {actual_shape}"
+    )
+    # letter by letter, "tensor_parallel_size" takes "e", "p", "e" from "expected"
+    aligned = align(template, "tensor_parallel_size dim expected , got")
+    assert aligned.query_covered > 0.9
+
+
+def test_a_cut_message_agreeing_with_all_it_shows_ranks_above_a_short_template() -> None:
+    from kb.matcher.evidence import Alignment
+
+    half_shown = Alignment(
+        plain=0.98, gap=0.98, query_covered=0.98, template_covered=0.0, shown=0.47
+    )
+    short_whole = Alignment(
+        plain=0.69, gap=0.69, query_covered=0.47, template_covered=0.0, shown=1.0
+    )
+    assert half_shown.rank > short_whole.rank
+    assert half_shown.rank < Alignment(0.98, 0.98, 0.98, 0.0, shown=1.0).rank

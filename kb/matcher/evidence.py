@@ -25,6 +25,11 @@ from kb.matcher.scoring import ScoringConfig
 # The rules: plain data in, one answer out
 
 
+# What a near miss loses in its rank for all of its template unseen (a message cut short);
+# the same as ScoringConfig.fuzzy_unseen, which discounts its score.
+RANK_UNSEEN: Final = 0.25
+
+
 class Alignment(NamedTuple):
     """How a log line lines up with a message template (kb.matcher.fuzzy.align): similarity
     with values counted as differences (plain) and with placeholders free to hold them (gap),
@@ -48,8 +53,11 @@ class Alignment(NamedTuple):
 
     @property
     def rank(self) -> float:
-        """What orders near misses before they are scored (the cut ones by what they show)."""
-        return max(self.gap, self.partial * 0.85) * self.shown
+        """What orders near misses before they are scored. A cut one loses a little for the
+        template it does not show, as its score does (ScoringConfig.fuzzy_unseen): a message
+        cut at half of a long template, agreeing with all it shows, reads it better than a
+        short template that it covers whole with other words."""
+        return max(self.gap, self.partial * 0.85) * (1.0 - RANK_UNSEEN * (1.0 - self.shown))
 
 
 class Says(Enum):

@@ -12,6 +12,7 @@ line, its placeholders free to hold any value.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final
@@ -31,10 +32,15 @@ BM25_B: Final = 0.75
 # A cut message (kb.logline.cut_message) is lined up with the template's first part, tried at
 # these shares of the message's length (words added or dropped before the cut move it)...
 CUT_SHARES: Final = (0.75, 0.9, 1.0, 1.1, 1.25, 1.45)
+# ... and shortlisted by its similarity with the templates' first parts of this share of its
+# length (a reworded start is a little longer or shorter).
+CUT_PREFIX_SHARE: Final = 1.1
 # ... where a placeholder stands for a value of about this many characters.
 GAP_VALUE_CHARS: Final = 10
 # For coverage, characters agree only in runs this long (a letter in common says nothing).
 MIN_RUN: Final = 3
+# The words (and placeholders) of a template or line, for coverage counted in whole words.
+WORD_TOKEN_RE: Final = re.compile(r"\w+|\x00")
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,15 +108,20 @@ class NearMissSearch:
         """Template places worth aligning: the closest by characters, then the best by bm25
         over the words."""
         found: dict[int, None] = {}
-        if not cut:  # a cut line is unlike the whole template: only its words can find it
-            for _template, _score, i in process.extract(
-                query,
-                self._templates,
-                scorer=fuzz.ratio,
-                score_cutoff=config.fuzzy_shortlist_cutoff,
-                limit=config.fuzzy_shortlist,
-            ):
-                found[i] = None
+        choices: list[str] = self._templates
+        if cut:
+            # a cut line is unlike the whole template, but like its start ("You have to
+            # specify the number of GPUs you woul..."): compared with the templates' first parts
+            width = round(len(query) * CUT_PREFIX_SHARE)
+            choices = [template[:width] for template in self._templates]
+        for _template, _score, i in process.extract(
+            query,
+            choices,
+            scorer=fuzz.ratio,
+            score_cutoff=config.fuzzy_shortlist_cutoff,
+            limit=config.fuzzy_shortlist,
+        ):
+            found[i] = None
         for i in self._by_words(query, config.fuzzy_word_shortlist):
             found[i] = None
         return list(found)
@@ -178,14 +189,49 @@ def align(template: str, query: str) -> Alignment:
     if GAP in template and free * 2 <= len(query) and total:
         gap = max(plain, 1.0 - cost / total)
     explained = (in_runs + min(free, len(query) // 2)) / len(query)
+    words_query, words_template = word_coverage(template, query)
     return Alignment(
         plain=plain,
         gap=gap,
-        query_covered=min(1.0, explained),
-        template_covered=in_runs / literal,
+        query_covered=min(1.0, max(explained, words_query)),
+        template_covered=max(in_runs / literal, words_template),
         query_chars=len(query),
         template_chars=literal,
     )
+
+
+def word_coverage(template: str, query: str) -> tuple[float, float]:
+    """The coverages of align() counted in whole words, in order: how much of the line the
+    template's words explain (a value standing where the template has a placeholder counts,
+    up to half the line) and how much of the template's words the line shows. Characters
+    alone line up letter by letter across words ("tensor_parallel_size dim expected" takes
+    "e", "p", "e" from the template's "expected"), which hides a sentence added or dropped
+    around words that agree."""
+    ids: dict[str, str] = {GAP: GAP}
+
+    def tokens(text: str) -> tuple[list[str], str]:
+        found = WORD_TOKEN_RE.findall(text)
+        return found, "".join(ids.setdefault(w, chr(0xE000 + len(ids))) for w in found)
+
+    template_words, template_ids = tokens(template)
+    query_words, query_ids = tokens(query)
+    query_chars = sum(map(len, query_words))
+    template_chars = sum(len(w) for w in template_words if w != GAP)
+    if not query_chars or not template_chars:
+        return 0.0, 0.0
+    agree = free = 0
+    for op in Indel.opcodes(template_ids, query_ids):
+        i1, i2, j1, j2 = op.src_start, op.src_end, op.dest_start, op.dest_end
+        if op.tag == "equal":
+            agree += sum(len(w) for w in query_words[j1:j2])
+        elif template_ids[i1:i2].strip(GAP) == "" and (
+            GAP in template_ids[i1:i2]
+            or (i1 > 0 and template_ids[i1 - 1] == GAP)
+            or (i2 < len(template_ids) and template_ids[i2] == GAP)
+        ):
+            free += sum(len(w) for w in query_words[j1:j2])  # values where placeholders are
+    explained = agree + min(free, query_chars // 2)
+    return min(1.0, explained / query_chars), agree / template_chars
 
 
 def cut_alignment(template: str, query: str) -> Alignment:

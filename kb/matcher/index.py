@@ -77,8 +77,8 @@ class MatcherIndex:
         stats: dict[str, Any] = {
             "lines": scan.lines_total,
             "records": self.records,
-            "candidates": scan.candidates,
-            "verified": scan.verified,
+            "candidates": scan.trials.candidates,
+            "verified": scan.trials.verified,
             "fuzzy_queries": scan.near_miss_queries,
             "elapsed_ms": round((time.perf_counter() - started) * 1000, 1),
         }

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Final
 from kb import logline
 from kb.logline import cut_message, exception_of, strip_prefix, unrepr_message
 from kb.matcher.cache import TEMPLATE_MIN_CHARS, normalize_template
-from kb.matcher.evidence import is_builtin_message, package_of_path
+from kb.matcher.evidence import is_builtin_message, package_of_path, uncalibrated
 from kb.matcher.scorer import Candidate
 from kb.matcher.tracebacks import SOURCE_LINE_RE, Traceback, function_name
 from kb.matcher.verify import VALUE_STOP_RE, Hit
@@ -38,6 +38,8 @@ FRAME_RECORDS: Final = 80
 # A function name raised in more places than this (`validate`, `forward`) says too little to
 # follow it into other modules.
 MOVED_RECORDS: Final = 40
+# Rewordings of a message read exactly are listed this much below the exact reading.
+REWORDING_BELOW: Final = 0.95
 
 
 def paragraphs(scan: LogScan) -> list[tuple[int, int, str]]:
@@ -138,6 +140,31 @@ def candidates(
             )
             if cand is not None:
                 out.append(cand)
+    return out
+
+
+def rewordings(scan: LogScan, found: list[Candidate], tb: Traceback | None) -> list[Candidate]:
+    """In a short paste, a message read by its words alone (nothing in the log beyond the words
+    and the class speaks for the best reading) may as well be another record's message reworded:
+    the words an old release printed are often, word for word, what another raise says today.
+    Its near misses are listed after the exact reading, never above it (the words do match it)."""
+    best = max(found, key=lambda c: c.score, default=None)
+    if best is None or best.method not in ("pattern", "code") or not best.unsupported:
+        return []
+    config = scan.scorer.config
+    if best.score < uncalibrated(config.min_score, config.calibration):
+        # below the default threshold (a --min-score lowered to see guesses) the near misses
+        # are not listed under it: what kb reports there must be what it would look up anyway
+        return []
+    row = best.hit.first
+    if row in scan.near_miss_rows:
+        return []
+    scan.near_miss_rows.add(row)
+    error = scan.errors.get(row) or ("", best.hit.subject)
+    below = best.score * REWORDING_BELOW
+    out = candidates(scan, row, error, tb)
+    for cand in out:
+        cand.score = min(cand.score, below)
     return out
 
 

@@ -40,15 +40,13 @@ from kb.matcher.tracebacks import (
     group_tracebacks,
     is_quoted_source,
 )
+from kb.matcher.trials import Trials
 from kb.matcher.verify import (
-    SHARED_KEY_PATTERNS,
     Hit,
     Subject,
     Verifier,
-    has_code,
-    subjects,
 )
-from kb.matcher.window import CARRY_LINES, Window
+from kb.matcher.window import Window
 
 if TYPE_CHECKING:
     from kb.matcher.fuzzy import NearMiss, NearMissSearch
@@ -62,25 +60,6 @@ TRACEBACK_ABOVE: Final = 2
 # ... or (innermost-first formats) whose frames start this close below it (Go: a blank line and
 # "goroutine 1 [running]:" come before the frames).
 FRAMES_BELOW: Final = 6
-# At most this many patterns are tried on one line, those of its most specific keys first:
-# real logs need at most 50 (the shared corpus's 150,000 records), and 1,800 records all
-# keyed on "Error: " once made a 20,000-line log 36 million candidates (260 s, 7 GB).
-MAX_LINE_CANDIDATES: Final = 128
-# What a one-line pattern's subjects are cut out as (only its lines matter to `subjects`).
-ONE_LINE: Final = Pattern(
-    idx=-1,
-    regex="",
-    engine="re2",
-    generic=False,
-    literal_chars=0,
-    key_line=0,
-    newlines=0,
-    names=(),
-    records=(),
-    relaxed=None,
-    nested=False,
-    others=(),
-)
 # Candidates are verified in batches of about this many (their patterns read in one query).
 VERIFY_BATCH: Final = 4096
 # A raising frame adds no match of its own this close to a match of the same record.
@@ -133,12 +112,11 @@ class LogScan:
         self.min_score = uncalibrated(min_score, knots)
         self.calibrate: Callable[[float], float] = lambda raw: calibrated(raw, knots)
         self.window = Window()
+        self.trials = Trials(reader, verifier, self.window)  # the patterns tried on lines
         # what the rows read so far hold
         self.frames: dict[int, SeenFrame] = {}
         self.errors: dict[int, tuple[str, str]] = {}  # exception lines: (class, message)
         self.hits: list[Hit] = []  # verified, not yet scored
-        self.tried_patterns: set[tuple[int, int]] = set()  # (pattern, row)
-        self.tried_codes: set[tuple[int, int]] = set()  # (code's key id, row)
         self.claimed: set[int] = set()  # rows a match explains
         self.tracebacks_tried: set[int] = set()  # rows of tracebacks tried by raise site
         self.near_miss_rows: set[int] = set()  # rows tried as near misses
@@ -154,11 +132,8 @@ class LogScan:
         self.aligned_best = 0.0  # ... and how well the best of them lines up
         self.near_miss_found: dict[tuple[str, bool, tuple[int, ...]], list[NearMiss]] = {}
         self.matches = Matches()
-        # figures for the report
+        # figures for the report (and self.trials's)
         self.lines_total = 0
-        self.candidates = 0
-        self.candidates_skipped = 0  # past MAX_LINE_CANDIDATES on their line
-        self.verified = 0
         self.near_miss_queries = 0
 
     def run(self, blocks: Iterator[LineBlock]) -> None:
@@ -270,10 +245,11 @@ class LogScan:
                     if PYTEST_LOC_RE.search(lines[line_index]):
                         self.errors.pop(row, None)  # a pytest location line, read as a frame
         # Verified a batch at a time: what is held stays bounded however many lines hit keys.
+        trials = self.trials
         pending: list[tuple[int, int]] = []
         found_subjects: dict[tuple[int, int, int], list[Subject]] = {}
         for line_index, line_keys in pattern_keys.items():
-            tried = self._line_candidates(line_index, line_keys, final, found_subjects)
+            tried = trials.line_candidates(line_index, line_keys, final, found_subjects)
             pending.extend((p, line_index) for p in tried)
             if len(pending) >= VERIFY_BATCH:
                 self._verify_all(pending, final, found_subjects)
@@ -281,66 +257,9 @@ class LogScan:
                 found_subjects = {}
         self._verify_all(pending, final, found_subjects)
         for key_id, line_index in code_hits:
-            self._verify_code(key_id, line_index)
-
-    def _line_candidates(
-        self,
-        line_index: int,
-        key_ids: list[int],
-        final: bool,
-        found_subjects: dict[tuple[int, int, int], list[Subject]],
-    ) -> list[int]:
-        """The patterns to try on one line, for the pattern keys found on it. A key that many
-        patterns share offers those its RE2 set finds on the line; then, when they are still
-        more than MAX_LINE_CANDIDATES, those of the most specific keys (the fewest patterns,
-        then the longest text) are tried, MAX_LINE_CANDIDATES of them."""
-        reader = self.reader
-        offered: dict[int, list[int]] = {}
-        for key_id in key_ids:
-            patterns = reader.key_patterns(key_id)
-            if len(patterns) >= SHARED_KEY_PATTERNS:
-                patterns = self._shared_key_candidates(
-                    key_id, patterns, line_index, final, found_subjects
-                )
-            offered[key_id] = patterns
-        found = [p for key_id in key_ids for p in offered[key_id]]
-        if len(found) <= MAX_LINE_CANDIDATES:
-            return found
-        self.candidates_skipped += len(found) - MAX_LINE_CANDIDATES
-        kept: set[int] = set()
-        by_specificity = sorted(
-            key_ids,
-            key=lambda k: (len(reader.key_patterns(k)), -len(reader.key_text(k)), k),
-        )
-        for key_id in by_specificity:
-            kept.update(offered[key_id][: MAX_LINE_CANDIDATES - len(kept)])
-            if len(kept) >= MAX_LINE_CANDIDATES:
-                break
-        return [p for p in found if p in kept]  # tried in the order they were found
-
-    def _shared_key_candidates(
-        self,
-        key_id: int,
-        patterns: list[int],
-        line_index: int,
-        final: bool,
-        found_subjects: dict[tuple[int, int, int], list[Subject]],
-    ) -> list[int]:
-        """The patterns of a key many share that may match on the line: its RE2 set run on
-        the line's subjects (as one-line patterns see it), and those the set cannot hold."""
-
-        def load() -> list[Pattern]:
-            self.reader.load_patterns(patterns)
-            return [self.reader.pattern(p) for p in patterns]
-
-        shared = self.verifier.shared_key(key_id, load)
-        one_line = (line_index, 0, 0)
-        cut_out = found_subjects.get(one_line)
-        if cut_out is None:
-            cut_out = found_subjects[one_line] = subjects(
-                self.window.lines, line_index, ONE_LINE, final
-            )
-        return shared.candidates([s.text for s in cut_out])
+            hit = trials.verify_code(key_id, line_index)
+            if hit is not None:
+                self.hits.append(hit)
 
     def _verify_all(
         self,
@@ -352,67 +271,12 @@ class LogScan:
         for all the patterns that need the same lines."""
         if self._out_of_time():
             return  # a block of many candidates stops between batches
-        reader = self.reader
+        reader, trials, hits = self.reader, self.trials, self.hits
         reader.load_patterns(p for p, _ in pending)
         for p, line_index in pending:
-            self._verify(reader.pattern(p), line_index, final, found_subjects)
-
-    def _verify(
-        self,
-        pattern: Pattern,
-        line_index: int,
-        final: bool,
-        found_subjects: dict[tuple[int, int, int], list[Subject]],
-    ) -> None:
-        self.candidates += 1
-        start = line_index - pattern.key_line
-        tried = (pattern.idx, self.window.first_row + max(start, 0))
-        if tried in self.tried_patterns:
-            return
-        # the subjects depend on the pattern only by the lines it spans
-        cut_out = (line_index, pattern.key_line, pattern.newlines)
-        found = found_subjects.get(cut_out)
-        if found is None:
-            found = subjects(self.window.lines, line_index, pattern, final)
-            found_subjects[cut_out] = found
-        if not found:
-            return
-        if line_index >= len(self.window.lines) - CARRY_LINES:
-            # the next block scans this line again, with its carried lines: tried once
-            self.tried_patterns.add(tried)
-        verified = self.verifier.verify(pattern, found)
-        if verified is None:
-            return
-        self.verified += 1
-        self.hits.append(
-            Hit(
-                first=self.window.first_row + verified.first,
-                last=self.window.first_row + verified.last,
-                line=self.window.line_nos[verified.first],
-                end_line=self.window.end_nos[verified.last],
-                method="pattern",
-                pattern=pattern,
-                records=pattern.records,
-                subject=verified.text,
-                captures=verified.captures,
-                whole=verified.whole,
-                level=level_of(self.window.lines[verified.first]),
-            )
-        )
-
-    def _verify_code(self, key_id: int, line_index: int) -> None:
-        code = self.reader.key_text(key_id)
-        line = self.window.lines[line_index]
-        if not has_code(line, code):
-            return
-        row = self.window.first_row + line_index
-        if (key_id, row) in self.tried_codes:
-            return
-        self.tried_codes.add((key_id, row))
-        records = self.reader.code_records(code)
-        self.hits.append(
-            self.line_hit(line_index, "code", None, records, code=code, level=level_of(line))
-        )
+            hit = trials.verify(reader.pattern(p), line_index, final, found_subjects)
+            if hit is not None:
+                hits.append(hit)
 
     def line_hit(
         self,
@@ -424,19 +288,8 @@ class LogScan:
         code: str | None = None,
         level: str | None = None,
     ) -> Hit:
-        """A hit on one line of the window, its whole text (without prefix) the subject."""
-        return Hit(
-            first=self.window.first_row + line_index,
-            last=self.window.first_row + line_index,
-            line=self.window.line_nos[line_index],
-            end_line=self.window.end_nos[line_index],
-            method=method,
-            pattern=pattern,
-            records=records,
-            subject=strip_prefix(self.window.lines[line_index]),
-            code=code,
-            level=level,
-        )
+        """A hit on one line of the window (kb.matcher.trials.Trials.line_hit)."""
+        return self.trials.line_hit(line_index, method, pattern, records, code=code, level=level)
 
     # ---- hits settled: scored, ranked, emitted ------------------------------------------------
 
@@ -533,6 +386,10 @@ class LogScan:
                             if not c.unsupported or c.agreeing >= PHRASE_MARGIN * phrase
                         ]
                     candidates.extend(near)
+            elif self.lines_total <= SHORT_PASTE_LINES:
+                from kb.matcher import nearmiss  # a short paste: what else its words may mean
+
+                candidates.extend(nearmiss.rewordings(self, candidates, tb))
             self._emit(candidates)
         return used
 
@@ -714,8 +571,7 @@ class LogScan:
             del self.frames[row]
         for row in [r for r in self.errors if r < floor]:
             del self.errors[row]
-        self.tried_patterns = {t for t in self.tried_patterns if t[1] >= floor}
-        self.tried_codes = {t for t in self.tried_codes if t[1] >= floor}
+        self.trials.forget_above(floor)
         self.claimed = {r for r in self.claimed if r >= floor}
         self.tracebacks_tried = {r for r in self.tracebacks_tried if r >= floor}
         self.near_miss_rows = {r for r in self.near_miss_rows if r >= floor}

@@ -44,8 +44,8 @@ class Candidate:
     method: str
     evidence: list[str]
     hit: Hit
-    # The traceback speaks against the record (another module of its library raised): a
-    # near miss naming the right raise site may yet be found.
+    # The traceback speaks against the record (another module of its library, or another
+    # library, raised): a near miss naming the right raise site may yet be found.
     doubted: bool = False
     # A template of one common phrase or mostly placeholders (phrase_literal_chars): never
     # ranked above a specific template that reads the same text.
@@ -160,7 +160,9 @@ class Scorer:
         if conflict:
             score *= cfg.class_conflict
         if raised.raiser is Raiser.FOREIGN_LIBRARY:
+            # another library raised it: its own raise site may hold a reworded message
             score *= cfg.foreign_library
+            doubted = True
         elif raised.raiser is Raiser.OTHER_MODULE:
             score *= cfg.other_module
             doubted = True

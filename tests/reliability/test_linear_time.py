@@ -79,7 +79,7 @@ def test_patterns_that_all_match_every_line_are_capped_per_line(tmp_path: Path) 
     """The worst case for the set: 300 patterns on one key that all match every line. A line
     tries at most MAX_LINE_CANDIDATES of them, its most specific keys first, so the seed's own
     key still gets its turn."""
-    from kb.matcher.scan import MAX_LINE_CANDIDATES
+    from kb.matcher.trials import MAX_LINE_CANDIDATES
 
     records = shared_key_records(300, r"Error: (.+?)(?:#{i})?")
     index = build_index(sources_from_records(records), tmp_path, "shared-key-all")
