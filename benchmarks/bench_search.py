@@ -4,16 +4,22 @@ Warm: library calls in one process (median and p95 per query, over repeats). Col
 `kb search` process per query (median). The database is built once into benchmarks/out/.
 
     python benchmarks/bench_search.py [--corpus ../shared/corpus] [--repeats 20]
-                                      [--db PATH] [--against PATH]
+                                      [--db PATH] [--against PATH] [--baseline DIR]
 
 `--db` searches an existing database (e.g. one `run.py` imported at 1M records); `--against`
 a second one in the same process, the two taking turns query by query, so that a machine
 shared with other work slows both alike (a before/after of an index change), with the ratio.
+`--baseline DIR` searches the same database with another checkout's kb (a `git worktree` or
+`git archive` of main, say) in a process of its own beside this checkout's, the two taking
+turns query by query (which goes first alternates), and says which queries they answered
+differently (total, method or the ids in order): a before/after of a change to the code.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import statistics
 import subprocess
 import sys
@@ -70,8 +76,12 @@ def main() -> None:
     parser.add_argument("--cold-runs", type=int, default=5)
     parser.add_argument("--db", type=Path, help="an existing database to search")
     parser.add_argument("--against", type=Path, help="a second database, searched in turns")
+    parser.add_argument("--baseline", type=Path, help="another checkout's kb, searched in turns")
     args = parser.parse_args()
     db = args.db or ensure_db(args.corpus, args.out)
+    if args.baseline:
+        compare_code(db, args.baseline, args.repeats)
+        return
     if args.against:
         compare(db, args.against, args.repeats)
         return
@@ -154,6 +164,96 @@ def compare(first: Path, second: Path, repeats: int) -> None:
         f"\nratio first / second: median {stats[0][0] / stats[1][0]:.2f}x, "
         f"p95 {stats[0][1] / stats[1][1]:.2f}x"
     )
+
+
+# One kb's searches in a process of its own: a query (JSON) a line in, its time and answer out.
+WORKER = """
+import json, sys, time
+from kb.knowledge import KnowledgeBase
+kb = KnowledgeBase(sys.argv[1])
+print(json.dumps({"records": kb.count(), "kb": __import__("kb").__file__}), flush=True)
+for line in sys.stdin:
+    query = json.loads(line)
+    started = time.perf_counter()
+    found = kb.search(query)
+    ms = (time.perf_counter() - started) * 1000
+    answer = [found.total, found.method, [r.id for r in found.results]]
+    print(json.dumps({"ms": ms, "answer": answer}), flush=True)
+"""
+
+
+class Worker:
+    def __init__(self, db: Path, source: Path) -> None:
+        env = dict(os.environ, PYTHONPATH=str(source))
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", WORKER, str(db)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
+            cwd=source,  # `python -c` puts the working folder first on sys.path
+        )
+        self.hello = self._read()
+
+    def _read(self) -> dict[str, object]:
+        assert self.proc.stdout is not None
+        value: dict[str, object] = json.loads(self.proc.stdout.readline())
+        return value
+
+    def search(self, query: str) -> dict[str, object]:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps(query) + "\n")
+        self.proc.stdin.flush()
+        return self._read()
+
+    def close(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        self.proc.wait()
+
+
+def compare_code(db: Path, baseline: Path, repeats: int) -> None:
+    """Warm searches of one database by two checkouts' kb in turns: medians, p95s, ratios."""
+    workers = [Worker(db, HERE.parent), Worker(db, baseline.resolve())]
+    names = ("this checkout", f"baseline {baseline}")
+    times: list[list[float]] = [[], []]
+    per_query: list[tuple[str, float, float]] = []
+    differ = []
+    for query in QUERIES:
+        answers = [worker.search(query)["answer"] for worker in workers]  # warm once
+        if answers[0] != answers[1]:
+            differ.append((query, answers))
+        mine: list[list[float]] = [[], []]
+        for turn in range(repeats):
+            order = (0, 1) if turn % 2 == 0 else (1, 0)
+            for index in order:
+                ms = float(workers[index].search(query)["ms"])  # type: ignore[arg-type]
+                times[index].append(ms)
+                mine[index].append(ms)
+        per_query.append((query, statistics.median(mine[0]), statistics.median(mine[1])))
+    for worker in workers:
+        worker.close()
+    print(f"# Search, warm, {len(QUERIES)} queries x {repeats}, two kb versions in turns\n")
+    print(f"database {db}, {workers[0].hello['records']:,} records\n")
+    print("| query | this ms | baseline ms | ratio baseline / this |")
+    print("|---|---:|---:|---:|")
+    for query, this, base in per_query:
+        print(f"| `{query}` | {this:.1f} | {base:.1f} | {base / this:.1f}x |")
+    stats = []
+    for out in times:
+        out.sort()
+        stats.append((statistics.median(out), out[int(0.95 * len(out))]))
+    print("\n| kb | median ms | p95 ms |")
+    print("|---|---:|---:|")
+    for name, worker, (median, p95) in zip(names, workers, stats, strict=True):
+        print(f"| {name} ({worker.hello['kb']}) | {median:.1f} | {p95:.1f} |")
+    print(
+        f"\nratio baseline / this: median {stats[1][0] / stats[0][0]:.2f}x, "
+        f"p95 {stats[1][1] / stats[0][1]:.2f}x"
+    )
+    print(f"\nqueries answered differently (total, method, ids): {len(differ)}")
+    for query, (this, base) in differ:
+        print(f"- `{query}`: this {this}; baseline {base}")
 
 
 if __name__ == "__main__":

@@ -18,6 +18,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from kb.query import (
+    MAX_QUERY_CHARS,
+    CommonWords,
+    fts_expression,
+    fts_phrase,
+    fts_rank_expression,
+    like_escape,
+    module_first,
+    order_by,
+    phrase_first,
+    selecting,
+    terms_of,
+    tsquery,
+)
 from kb.records import ID_RE
 from kb.spelling import WORD_RE, Speller
 from kb.sql import Runner
@@ -48,14 +62,8 @@ TS_RANK_WEIGHTS: Final = "{0.07, 0.25, 0.4, 1.0}"
 # ts_rank's normalisation: 1 divides by 1 + log(the record's length in words), as bm25 favours
 # short fields; 32 maps the rank into (0, 1) as rank / (rank + 1), like the bm25 score here.
 TS_RANK_NORMALIZATION: Final = 1 | 32
-TS_CONFIG: Final = "kb_english"  # kb/models.py PG_TEXT_CONFIG
 
-MAX_QUERY_CHARS: Final = 2000  # longer input is cut: nobody types more, a paste may be huge
-MAX_TERMS: Final = 40  # FTS cost grows with terms; the first 40 words carry the meaning
 DEFAULT_LIMIT: Final = 10
-# A query (or a "quoted phrase") found whole in a record's message ranks that record first;
-# below this many characters a "phrase" is a word, which bm25 ranks well on its own.
-MIN_PHRASE_CHARS: Final = 4
 SUMMARY_CHARS: Final = 160
 RELAX_MAX_TERMS: Final = 8  # up to this many words a failed AND retries as "all but one"
 
@@ -72,7 +80,6 @@ STOP_WORDS: Final = frozenset({
     "which", "while", "who", "whom", "why", "how", "where", "here", "just", "got", "get",
     "set", "use", "used", "using",
 })  # fmt: skip
-TERM_RE: Final = re.compile(r'"([^"]*)"?|(\S+)')
 # A qualified class name as people paste it from a traceback: modules, then a capitalised name
 # (django.core.exceptions.ImproperlyConfigured); records keep the last name only.
 QUALIFIED_CLASS_RE: Final = re.compile(r"((?:[A-Za-z_][A-Za-z0-9_]*\.)+)([A-Z][A-Za-z0-9_]*)")
@@ -163,42 +170,6 @@ class SearchResponse:
         }
 
 
-def terms_of(query: str) -> list[str]:
-    """The user's words and "quoted phrases", each as plain text, punctuation-only dropped."""
-    out = []
-    for match in TERM_RE.finditer(query[:MAX_QUERY_CHARS]):
-        term = (match.group(1) if match.group(1) is not None else match.group(2)).strip()
-        if term and WORD_RE.search(term):
-            out.append(term)
-    return out[:MAX_TERMS]
-
-
-def fts_phrase(term: str) -> str:
-    """One term as an FTS5 string: the tokenizer splits it the way it split the records, so
-    `backend_per_kind`, `torch.cuda` and `a/b.py` become phrases of adjacent words."""
-    return '"' + term.replace('"', '""') + '"'
-
-
-def websearch_phrase(term: str) -> str:
-    """One term as a quoted phrase of its words for websearch_to_tsquery: the words only (as
-    the tsvector column was made of them), so nothing the user typed is query syntax."""
-    return '"' + " ".join(WORD_RE.findall(term)) + '"'
-
-
-def tsquery(terms: Sequence[str], mode: str) -> tuple[str, list[str]]:
-    """PostgreSQL's query for the terms (SQL with `?` parameters): every phrase ("all"), any
-    one ("any"), or all but one ("most", as _expression does for FTS5)."""
-    phrases = [websearch_phrase(term) for term in terms]
-    one = f"websearch_to_tsquery('{TS_CONFIG}', ?)"
-    if mode == "all" or len(phrases) == 1:
-        return one, [" ".join(phrases)]
-    if mode == "any":
-        return one, [" or ".join(phrases)]
-    groups = [[p for j, p in enumerate(phrases) if j != skip] for skip in range(len(phrases))]
-    sql = " || ".join(f"({one})" for _ in groups)
-    return f"({sql})", [" ".join(group) for group in groups]
-
-
 def summary_of(documentation: str | None) -> str:
     text = " ".join((documentation or "").split())
     cut = re.search(r"(?<=[.!?])\s", text)
@@ -232,6 +203,7 @@ class Searcher:
         self.tsvector = runner.dialect == "postgresql"
         # "did you mean": its word lists kept in `cache` between runs, per revision
         self.speller = Speller(self.run, self._known, cache, revision)
+        self.common = CommonWords(self.run, revision, cache)  # words bm25 need not rank by
 
     def search(
         self, query: str | None, filters: Filters = Filters(), limit: int = DEFAULT_LIMIT
@@ -262,7 +234,7 @@ class Searcher:
             return SearchResponse([], 0, query, "none")
         else:
             query_words = query
-        order = [*_phrase_first(query_words), *scope.order]
+        order = [*phrase_first(query_words), *scope.order]
         found = self._words(terms, scope, order, limit, "all")
         if found.total:
             found.query = query
@@ -311,7 +283,7 @@ class Searcher:
             if self.fts:
                 # the message column only: a log line is a message, and the prose's common
                 # words cost the most to rank
-                expression = "{error_message} : (" + self._expression(terms, mode) + ")"
+                expression = "{error_message} : (" + fts_expression(terms, mode) + ")"
                 found = self._fts_expression(expression, Scope(), [], limit, mode)
             else:
                 found = self._words(terms, Scope(), [], limit, mode)
@@ -380,7 +352,7 @@ class Searcher:
             return exact
         rows = self.run(
             "SELECT DISTINCT repo FROM records WHERE lower(repo) LIKE ? ESCAPE '\\'",
-            ["%/" + _like_escape(typed.lower())],
+            ["%/" + like_escape(typed.lower())],
         )
         return tuple(sorted(str(row[0]) for row in rows))
 
@@ -396,7 +368,7 @@ class Searcher:
             return ()
         found = self._stored("records", "error_class", qualified.group(2))
         if found:
-            scope.order.append(_module_first(qualified.group(1).rstrip(".")))
+            scope.order.append(module_first(qualified.group(1).rstrip(".")))
         return found
 
     def _qualified_class(self, terms: list[str], scope: Scope) -> str | None:
@@ -417,7 +389,7 @@ class Searcher:
     def _filtered(self, scope: Scope, limit: int, method: str = "filters") -> SearchResponse:
         where = scope.where()
         (total,) = self.run(f"SELECT count(*) FROM records r{where}", scope.params)[0]
-        order, order_params = _order_by(scope.order)
+        order, order_params = order_by(scope.order)
         rows = self.run(
             f"SELECT {RESULT_COLUMNS} FROM records r{where} "
             f"ORDER BY {order}r.repo, r.slug, r.id LIMIT ?",
@@ -462,8 +434,10 @@ class Searcher:
         goes before the rank (exact phrases, agreeing modules first)."""
         method = f"{mode}-words" if mode != "any" else "any-word"
         if self.fts:
-            expression = self._expression(terms, mode)
-            return self._fts_expression(expression, scope, order, limit, method)
+            terms = selecting(terms, mode, self.common.everywhere(terms))
+            expression = fts_expression(terms, mode)
+            ranked = fts_rank_expression(terms, mode, self.common.of(terms))
+            return self._fts_expression(expression, scope, order, limit, method, ranked)
         if self.tsvector:
             return self._tsv(terms, scope, order, limit, mode, method)
         return self._like(terms, scope, order, limit, mode == "all", method)
@@ -475,38 +449,38 @@ class Searcher:
         order: list[tuple[str, list[Any]]],
         limit: int,
         method: str,
+        ranked: str | None = None,
     ) -> SearchResponse:
+        """The records of an FTS5 expression, ranked by bm25 on it, or on `ranked` (the
+        expression without its common words, fts_rank_expression) restricted to them."""
         where = scope.where("records_fts MATCH ?")
         params = [expression, *scope.params]
         joined = "records_fts JOIN records r ON r.key = records_fts.rowid"
-        (total,) = self.run(f"SELECT count(*) FROM {joined}{where}", params)[0]
+        # Without filters the index alone counts (every row of it is a record): reading each
+        # record only to count it took 59 of 60 ms for 4,881 records of "KeyError index" at 1M.
+        counted = joined if scope.conditions else "records_fts"
+        (total,) = self.run(f"SELECT count(*) FROM {counted}{where}", params)[0]
         if not total:
             return SearchResponse([], 0, None, method)
         weights = ", ".join(str(w) for w in BM25_WEIGHTS.values())
-        first, first_params = _order_by(order)
+        rank = f"bm25(records_fts, {weights})"
+        if ranked is not None:
+            # `+` keeps SQLite from asking FTS5 for each of those rowids in turn (a seek of
+            # every word for each), where one walk of the expression's doclists finds them all
+            where = scope.where(
+                "records_fts MATCH ?",
+                "+records_fts.rowid IN (SELECT rowid FROM records_fts WHERE records_fts MATCH ?)",
+            )
+            params = [ranked, expression, *scope.params]
+        first, first_params = order_by(order)
         rows = self.run(
-            f"SELECT {RESULT_COLUMNS}, bm25(records_fts, {weights}) AS rank FROM {joined}{where} "
+            f"SELECT {RESULT_COLUMNS}, {rank} AS rank FROM {joined}{where} "
             f"ORDER BY {first}rank, r.id LIMIT ?",
             [*params, *first_params, limit],
         )
         # bm25 is negative, lower is better; -bm25 / (1 - bm25) maps it into (0, 1).
         results = [_result(row, -row[7] / (1.0 - row[7])) for row in rows]
         return SearchResponse(_best_first(results), int(total), None, method)
-
-    @staticmethod
-    def _expression(terms: Sequence[str], mode: str) -> str:
-        """FTS5 syntax for the terms, each a quoted phrase. "most" is all-but-one (any one
-        word may be the stray), which ranks far fewer rows than a plain OR of common words."""
-        phrases = [fts_phrase(term) for term in terms]
-        if mode == "all" or len(phrases) == 1:
-            return " AND ".join(phrases)
-        if mode == "any":
-            return " OR ".join(phrases)
-        groups = [
-            "(" + " AND ".join(p for j, p in enumerate(phrases) if j != skip) + ")"
-            for skip in range(len(phrases))
-        ]
-        return " OR ".join(groups)
 
     def _tsv(
         self,
@@ -526,7 +500,7 @@ class Searcher:
         if not total:
             return SearchResponse([], 0, None, method)
         rank = f"ts_rank('{TS_RANK_WEIGHTS}', r.search_vector, q.query, {TS_RANK_NORMALIZATION})"
-        first, first_params = _order_by(order)
+        first, first_params = order_by(order)
         rows = self.run(
             f"SELECT {RESULT_COLUMNS}, {rank} AS rank FROM {joined}{where} "
             f"ORDER BY {first}rank DESC, r.id LIMIT ?",
@@ -549,7 +523,7 @@ class Searcher:
         per_term: list[str] = []
         params: list[Any] = []
         for term in terms:
-            escaped = _like_escape(term.lower())
+            escaped = like_escape(term.lower())
             per_term.append(
                 "(" + " OR ".join(f"lower(r.{c}) LIKE ? ESCAPE '\\'" for c in searched) + ")"
             )
@@ -558,7 +532,7 @@ class Searcher:
         where = scope.where(matched)
         params += scope.params
         (total,) = self.run(f"SELECT count(*) FROM records r{where}", params)[0]
-        first, first_params = _order_by(order)
+        first, first_params = order_by(order)
         rows = self.run(
             f"SELECT {RESULT_COLUMNS} FROM records r{where} ORDER BY {first}r.repo, r.id LIMIT ?",
             [*params, *first_params, limit],
@@ -576,40 +550,6 @@ class Searcher:
             return True
         sql = "SELECT 1 FROM records_fts WHERE records_fts MATCH ? LIMIT 1"
         return bool(self.run(sql, [fts_phrase(term)]))
-
-
-def _like_escape(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-
-
-def _order_by(order: Sequence[tuple[str, list[Any]]]) -> tuple[str, list[Any]]:
-    """ORDER BY terms that go before the rank, with their parameters."""
-    return "".join(f"{sql}, " for sql, _ in order), [p for _, params in order for p in params]
-
-
-def _phrase_first(query: str) -> list[tuple[str, list[Any]]]:
-    """Records whose message holds the query whole (or every "quoted phrase" of it), whatever
-    the case, rank first: a quoted message should find its record above related ones."""
-    quoted = [m.group(1) for m in TERM_RE.finditer(query) if m.group(1) is not None]
-    phrases = [" ".join(p.lower().split()) for p in (quoted or [query])]
-    phrases = [p for p in phrases if len(p) >= MIN_PHRASE_CHARS]
-    if not phrases:
-        return []
-    holds = " AND ".join("lower(r.error_message) LIKE ? ESCAPE '\\'" for _ in phrases)
-    return [(f"(CASE WHEN {holds} THEN 0 ELSE 1 END)", [f"%{_like_escape(p)}%" for p in phrases])]
-
-
-def _module_first(module: str) -> tuple[str, list[Any]]:
-    """Records raised in the module's file (django/core/exceptions.py) first, then those of its
-    package's repository (django/django, or a file under django/), then the rest."""
-    path = _like_escape(module.lower().replace(".", "/"))
-    package = _like_escape(module.split(".")[0].lower())
-    sql = (
-        "(CASE WHEN lower(r.file_path) LIKE ? ESCAPE '\\' THEN 0 "
-        "WHEN lower(r.file_path) LIKE ? ESCAPE '\\' OR lower(r.repo) LIKE ? ESCAPE '\\' "
-        "OR lower(r.repo) LIKE ? ESCAPE '\\' THEN 1 ELSE 2 END)"
-    )
-    return sql, [f"{path}%", f"{package}/%", f"{package}/%", f"%/{package}"]
 
 
 def _best_first(results: list[SearchResult]) -> list[SearchResult]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import sqlite3
 from pathlib import Path
@@ -10,6 +11,7 @@ from typing import Any
 import pytest
 
 from kb.knowledge import KnowledgeBase
+from kb.sql import SqlAlchemyRunner
 from tests.conftest import RECORDS40, SEED, corpus_records, seed_record
 from tests.test_import import write_jsonl
 
@@ -416,3 +418,128 @@ def test_a_query_found_whole_in_a_message_ranks_that_record_first(
         assert ids_of_json(out)[0] == "00000000000000e1", query
         scores = [r["score"] for r in out["results"]]
         assert scores == sorted(scores, reverse=True)  # best first, by score too
+
+
+# ---------------------------------------------------------------- common words and ranking
+
+COMMON_WORD_QUERIES = [
+    "None of are in the columns",
+    "KeyError not in index",
+    "dtype object is not supported",
+    "the value is not in the list",
+    "expected scalar type Float but found",
+    "migration revision not found alembic",
+    "must be a positive integer",
+    "object has no attribute",
+    "ValueError invalid literal",
+    "deprecated argument will be removed",
+]
+
+
+def test_ranking_without_the_common_words_is_the_ranking_with_them(
+    db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Words every record holds select nothing, bm25 ranks by the words most records lack
+    (kb.query.COMMON_SHARE says why that is the same ranking) and "most" by each word once:
+    on real records, the same totals, methods, ids in order and scores as the query's own
+    expression with every word."""
+    from kb.query import terms_of
+    from kb.search import Filters, Searcher
+    from kb.sql import read_revision
+    from tests.conftest import corpus_dir
+
+    corpus = corpus_dir()
+    if corpus is None:
+        pytest.skip("the shared corpus is not available")
+    with gzip.open(corpus / "records.jsonl.gz", "rt", encoding="utf-8") as fh:
+        lines = [line for _, line in zip(range(3000), fh, strict=False)]
+    (db_path.parent / "in.jsonl").write_text("".join(lines))
+    with KnowledgeBase(str(db_path)) as kb:
+        kb.import_sources([str(db_path.parent / "in.jsonl")])
+        with kb.engine.connect() as conn:
+            runner = SqlAlchemyRunner(conn)
+            # no revision: no word is counted in every record, so none is left out
+            every_word = Searcher(runner)
+            revision = read_revision(runner)
+            common = everywhere = most = 0
+            for query in COMMON_WORD_QUERIES:
+                searcher = Searcher(runner, revision=revision)
+                common += bool(searcher.common.of(terms_of(query)))
+                everywhere += bool(searcher.common.everywhere(terms_of(query)))
+                got = searcher.search(query, Filters(), 20).as_dict()
+                with monkeypatch.context() as patched:  # bm25 on the query's own expression
+                    patched.setattr("kb.search.fts_rank_expression", lambda *_: None)
+                    wanted = every_word.search(query, Filters(), 20).as_dict()
+                assert got["total"] == wanted["total"] and got["method"] == wanted["method"]
+                most += got["method"] == "most-words"
+                assert [r["id"] for r in got["results"]] == [r["id"] for r in wanted["results"]]
+                for mine, theirs in zip(got["results"], wanted["results"], strict=True):
+                    assert mine["score"] == pytest.approx(theirs["score"], abs=1e-4), query
+    assert common >= 5 and everywhere >= 3 and most >= 1  # the test tests something
+
+
+@pytest.mark.parametrize(
+    ("terms", "mode", "common", "expected"),
+    [
+        ("KeyError the index", "all", "the", '"KeyError" AND "index"'),
+        ("KeyError the index", "all", "", None),  # nothing left out: the query's own
+        ("KeyError the index", "all", "KeyError the index", None),  # nothing to rank by
+        ("KeyError not in index", "most", "not in", '"KeyError" OR "index"'),
+        ("KeyError not in index", "most", "not in index", None),  # a record may lack KeyError
+        ("KeyError not in index", "most", "", '"KeyError" OR "not" OR "in" OR "index"'),
+        ("KeyError not in index", "any", "not in", None),
+    ],
+)
+def test_the_rank_expression_leaves_out_the_common_words_when_others_find_every_record(
+    terms: str, mode: str, common: str, expected: str | None
+) -> None:
+    from kb.query import fts_rank_expression
+
+    assert fts_rank_expression(terms.split(), mode, frozenset(common.split())) == expected
+
+
+@pytest.mark.parametrize(
+    ("terms", "mode", "everywhere", "expected"),
+    [
+        ("KeyError not in index", "all", "not in", "KeyError index"),
+        ("not in", "all", "not in", "not in"),  # nothing else to select by
+        ("KeyError not in index", "most", "not in", "KeyError index"),
+        ("KeyError not in", "most", "not in", "KeyError not in"),  # every record has 2 of 3
+        ("KeyError not in", "any", "not in", "KeyError not in"),  # every record has one
+    ],
+)
+def test_words_every_record_holds_are_left_out_only_where_they_select_nothing(
+    terms: str, mode: str, everywhere: str, expected: str
+) -> None:
+    from kb.query import selecting
+
+    assert selecting(terms.split(), mode, frozenset(everywhere.split())) == expected.split()
+
+
+def test_a_word_of_every_record_is_counted_once_per_revision_and_kept_in_the_cache(
+    loaded: Any, db_path: Path, tmp_path: Path
+) -> None:
+    """Counting is a walk of the word's whole doclist: once per knowledge-base revision, not
+    again in a new process (a cold `kb search`), which reads the count from the cache."""
+    from kb import query
+    from kb.sql import read_revision
+
+    with KnowledgeBase(str(db_path)) as kb, kb.engine.connect() as conn:
+        runner = SqlAlchemyRunner(conn)
+        revision = read_revision(runner)
+        statements: list[str] = []
+
+        def run(sql: str, params: Any = ()) -> list[tuple[Any, ...]]:
+            statements.append(sql)
+            return runner.rows(sql, params)
+
+        query._SHARES.clear()
+        common = query.CommonWords(run, revision, tmp_path / "cache")
+        assert common.everywhere(["the", "backend_per_kind", "kv"]) == {"the"}
+        assert common.of(["the", "backend_per_kind", "kv"]) == {"the"}
+        counts = [sql for sql in statements if sql.startswith("SELECT count(*) FROM records_fts")]
+        assert len(counts) == 1
+        query._SHARES.clear()  # as in a new process
+        statements.clear()
+        assert query.CommonWords(run, revision, tmp_path / "cache").everywhere(["the"]) == {"the"}
+        assert statements == []
