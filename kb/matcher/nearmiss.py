@@ -113,7 +113,7 @@ def candidates(
         return []
     said = f"{printed_class}: {message}" if printed_class else message
     builtin = is_builtin_message(said)
-    hit = scan.line_hit(line_index, "fuzzy", None, ())
+    hit = scan.trials.line_hit(line_index, "fuzzy", None, ())
     if last is not None and last != row:
         last_index = last - scan.window.first_row
         hit = Hit(

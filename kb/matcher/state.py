@@ -7,10 +7,10 @@ kb.matcher.unexplained) read and add to it without knowing the loop.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from kb.matcher.cache import CacheReader, Pattern
+from kb.matcher.cache import CacheReader
 from kb.matcher.evidence import calibrated, uncalibrated
 from kb.matcher.prefilter import Prefilter
 from kb.matcher.rank import Matches, Unmatched
@@ -76,16 +76,3 @@ class ScanState:
         # figures for the report (and self.trials's)
         self.lines_total = 0
         self.near_miss_queries = 0
-
-    def line_hit(
-        self,
-        line_index: int,
-        method: str,
-        pattern: Pattern | None,
-        records: Sequence[int],
-        *,
-        code: str | None = None,
-        level: str | None = None,
-    ) -> Hit:
-        """A hit on one line of the window (kb.matcher.trials.Trials.line_hit)."""
-        return self.trials.line_hit(line_index, method, pattern, records, code=code, level=level)
