@@ -39,11 +39,6 @@ SOURCE_CODE_MAX_LINES: Final = 40  # upstream's limit on the window around the r
 # allows any, and one past 2^63 used to stop a whole import in the driver.
 MAX_INTEGER: Final = 2**31 - 1
 LONE_SURROGATE_RE: Final = re.compile(r"[\ud800-\udfff]")
-# Where JSON text can give a decoded string a surrogate: one already in the text (how the
-# reader spells a byte that is not UTF-8) or a \uD800-\uDFFF escape (a pair is two of them).
-# JSON text with neither decodes to valid Unicode only, and its record needs no walk over
-# every string (the walk was an eighth of an import's time).
-SURROGATE_SOURCE_RE: Final = re.compile(r"[\ud800-\udfff]|\\u[dD][89a-fA-F]")
 ERROR_TYPES: Final = frozenset(
     {"exception", "error_code", "console", "http", "validation", "panic"}
 )
@@ -424,10 +419,8 @@ def _span_error(values: dict[str, Any]) -> FieldError | None:
     return None
 
 
-def parse_record(obj: object, *, unicode_known: bool = False) -> Record:
-    """Validate one full record (schemaVersion 2). Raises FieldError naming the first bad field.
-    `unicode_known`: the JSON text it came from has no surrogate (SURROGATE_SOURCE_RE), so its
-    strings need no check for one."""
+def parse_record(obj: object) -> Record:
+    """Validate one full record (schemaVersion 2). Raises FieldError naming the first bad field."""
     if type(obj) is dict:
         fast = _fast_values(obj)
         if fast is not None:
@@ -437,8 +430,7 @@ def parse_record(obj: object, *, unicode_known: bool = False) -> Record:
                 if len(obj) == known
                 else {key: value for key, value in obj.items() if key not in KEY_TO_COLUMN}
             )
-            record = Record(values=fast, extra=extra)
-            return record if unicode_known else _unicode_checked(record)
+            return _unicode_checked(Record(values=fast, extra=extra))
     obj = _as_mapping(obj, "record")
     values = _checked(obj, FIELDS)
     if values["schema_version"] != SCHEMA_VERSION:

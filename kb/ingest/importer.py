@@ -146,7 +146,7 @@ class Importer:
             if item.compact or (isinstance(value, dict) and looks_compact(value)):
                 record = parse_compact(value)
             else:
-                record = parse_record(value, unicode_known=item.unicode_known)
+                record = parse_record(value)
         except FieldError as exc:
             self._reject(item, record_id_of(value), exc.field, exc.reason)
             return

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from typing import IO, Any, Final, Protocol
 
 from kb.errors import InputError
-from kb.records import SURROGATE_SOURCE_RE
 
 READ_CHUNK: Final = 1 << 20  # bytes of text the streaming JSON reader asks for at a time
 JSONL_PROBE_LIMIT: Final = 8 << 20  # a first line longer than this is not one JSONL record
@@ -48,9 +47,6 @@ class Item:
     value: Any
     dataset_version: str | None = None
     compact: bool = False  # a row of the compact index.json
-    # Its JSON text holds no surrogate nor an escape for one (kb.records.SURROGATE_SOURCE_RE):
-    # its strings are valid Unicode without a look at each.
-    unicode_known: bool = False
 
 
 @dataclass(frozen=True)
@@ -195,7 +191,6 @@ class ArrayElement:
 
     index: int
     value: Any
-    unicode_known: bool = False  # as Item.unicode_known
 
 
 @dataclass(frozen=True)
@@ -262,8 +257,6 @@ class JsonStream:
         self._eof = False
         self.line = 1  # line of the next unread character
         self._decoder = json.JSONDecoder()
-        # The text of the last value decoded had no surrogate nor an escape for one.
-        self.unicode_known = False
 
     def _fill(self, size: int = READ_CHUNK) -> bool:
         if self._eof:
@@ -328,7 +321,6 @@ class JsonStream:
                 continue
             self.line += self._buf.count("\n", self._pos, end)
             too_long = end - self._pos > limit
-            self.unicode_known = not SURROGATE_SOURCE_RE.search(self._buf, self._pos, end)
             self._pos = end
             if too_long:
                 raise too_large()
@@ -398,7 +390,7 @@ class JsonStream:
             if char == "[":
                 self._pos += 1
                 for index, element in enumerate(self._array_items()):
-                    yield ArrayElement(index, element, self.unicode_known)
+                    yield ArrayElement(index, element)
                 continue
             if char != "{":
                 raise self._error(f"expected an object or array, found {char!r}")
@@ -470,7 +462,6 @@ class JsonStream:
                 item = self.value()
             except Undecodable as exc:
                 item = Unparsable(exc.reason)
-                self.unicode_known = False
             yield item
             separator = self.peek()
             self._pos += 1
@@ -539,7 +530,7 @@ def _items_of_jsonl(name: str, first: str, text: IO[str]) -> Iterator[Item]:
         except (ValueError, RecursionError) as exc:
             yield Item(name, number, Unparsable(undecodable_reason(exc)))
             continue
-        yield Item(name, number, value, unicode_known=not SURROGATE_SOURCE_RE.search(stripped))
+        yield Item(name, number, value)
 
 
 def _chain_lines(first: str, text: IO[str]) -> Iterator[str | None]:
@@ -559,7 +550,7 @@ def _items_of_stream(name: str, text: TextReader) -> Iterator[Item | Container]:
         if isinstance(event, CompactRow):
             yield Item(name, event.index, event.value, event.dataset_version, compact=True)
         elif isinstance(event, ArrayElement):
-            yield Item(name, event.index, event.value, unicode_known=event.unicode_known)
+            yield Item(name, event.index, event.value)
         elif event.streamed_rows:
             continue  # the rest of a compact index: its rows were yielded already
         elif isinstance(event.value, dict) and isinstance(event.value.get("files"), list | dict):
