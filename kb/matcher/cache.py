@@ -12,7 +12,7 @@ renamed over the old one:
   fuzzy     message templates for near misses (read only when a log needs them)
   words     each word of the templates -> the templates holding it (the near misses' bm25
             shortlist; rows of common words keep their count only)
-A cold match reads meta and the shards (13 MB at 150k records, 85 MB at 1M) and then only the
+A cold match reads meta and the shards (13 MB at 150k records, 78 MB at 1M) and then only the
 rows its candidates need, through a CacheReader, which keeps what it read.
 """
 
