@@ -18,7 +18,7 @@ from typing import IO, TYPE_CHECKING, Any, Final
 from sqlalchemy import Engine, func, select
 
 from kb import db
-from kb.config import cache_dir_for, resolve_database_url
+from kb.config import cache_dir_for, resolve_database_url, sqlite_file
 from kb.db import get_meta
 from kb.ingest import (
     DEFAULT_BATCH_SIZE,
@@ -29,6 +29,7 @@ from kb.ingest import (
 )
 from kb.lookup import find, record_from_row
 from kb.models import DATASET_SOURCES, IMPORT_RUNS, RECORDS, REPOSITORIES
+from kb.ranking import ranker_for
 from kb.records import REPOSITORY_FIELDS, Record
 from kb.sql import SqlAlchemyRunner, read_revision, records_by_id
 from kb.text import json_safe
@@ -75,9 +76,14 @@ class KnowledgeBase:
         self._notify = notify or (lambda _text: None)
         if create:
             db.ensure_ready(self.engine)
+        # kb's own bm25 on a SQLite file (kb.ranking): its connection opened when first needed
+        # and kept from one search to the next, shared by a server's threads
+        self._ranker = ranker_for(sqlite_file(self.url), db.BUSY_TIMEOUT_MS)
 
     def close(self) -> None:
         self.engine.dispose()
+        if self._ranker is not None:
+            self._ranker.close()
 
     def __enter__(self) -> KnowledgeBase:
         return self
@@ -404,7 +410,7 @@ class KnowledgeBase:
 
         with self._connect() as conn:
             runner = SqlAlchemyRunner(conn)
-            searcher = Searcher(runner, self.cache_dir(), read_revision(runner))
+            searcher = Searcher(runner, self.cache_dir(), read_revision(runner), self._ranker)
             return searcher.search(query, filters, limit)
 
     def count(self) -> int:

@@ -37,6 +37,12 @@ SAMPLE_RUN: Final = 128
 CACHED_WORDS: Final = 50_000
 CACHED_REVISIONS: Final = 4
 _SHARES: dict[str, dict[str, float]] = {}
+_COUNTS: dict[str, dict[str, int]] = {}  # PhraseCounts', per revision, as _SHARES
+# A count below this is a walk of under a millisecond at a million records: not worth a line
+# in the cache folder's file (which every new process reads).
+PERSISTED_MIN: Final = 1000
+COMMON_FILES: Final = "common-words-{}.json"
+COUNT_FILES: Final = "phrase-counts-{}.json"
 RECORDS_KEY: Final = "\x00records"  # the records counted, beside the shares (no term has a NUL)
 LOADED_KEY: Final = "\x00loaded"  # the counts in the cache folder are in the shares
 
@@ -92,6 +98,27 @@ def fts_expression(terms: Sequence[str], mode: str) -> str:
     return " OR ".join(groups)
 
 
+def rank_slots(
+    terms: Sequence[str], mode: str, common: frozenset[str]
+) -> tuple[list[int], list[str]]:
+    """kb's own bm25 (kb.ranking) on `fts_expression(terms, mode)`, ranking as FTS5's bm25
+    ranks: for each phrase of the expression, in FTS5's order, the slot it counts for (-1:
+    none), and the term of each slot. Where `fts_rank_expression` gives an expression, its
+    words are the slots (a word in several groups of "most" counts once, a common word not at
+    all); else every phrase of the expression is a slot of its own."""
+    if mode in ("all", "any") or len(terms) == 1:
+        positions = list(range(len(terms)))
+    else:  # "most": the groups, each all the terms but one
+        positions = [j for skip in range(len(terms)) for j in range(len(terms)) if j != skip]
+    if fts_rank_expression(terms, mode, common) is None:
+        return list(range(len(positions))), [terms[j] for j in positions]
+    slot_of: dict[int, int] = {}
+    for j, term in enumerate(terms):
+        if term not in common:
+            slot_of[j] = len(slot_of)
+    return [slot_of.get(j, -1) for j in positions], [terms[j] for j in slot_of]
+
+
 def selecting(terms: Sequence[str], mode: str, everywhere: frozenset[str]) -> list[str]:
     """The terms that select records: a word every record holds selects none with "all", and
     none with "most" while two other words are left (a record may lack one of those, never
@@ -140,7 +167,7 @@ class CommonWords:
         if revision and revision not in _SHARES and len(_SHARES) >= CACHED_REVISIONS:
             _SHARES.clear()
         self.shares = _SHARES.setdefault(revision, {}) if revision else {}
-        self.path = cache / f"common-words-{revision}.json" if cache and revision else None
+        self.path = cache / COMMON_FILES.format(revision) if cache and revision else None
         if self.path is not None and LOADED_KEY not in self.shares:
             self.shares.update(_read_counts(self.path))
             self.shares[LOADED_KEY] = 1.0
@@ -172,17 +199,23 @@ class CommonWords:
                 share = counted[term] = self._counted(term) if self.revision else 1.0 - 1e-9
             shares[term] = self.shares[term] = share
         if counted and self.path is not None:
-            counted[RECORDS_KEY] = self._records()
-            _write_counts(self.path, counted)
+            counted[RECORDS_KEY] = self.records()
+            _write_counts(self.path, counted, COMMON_FILES)
         return {term: share for term, share in shares.items() if share is not None}
 
+    def estimated(self, terms: Sequence[str]) -> list[float]:
+        """How many records hold each term, estimated from the sample (counted for a word
+        every sampled record holds)."""
+        shares = self._learn(terms)
+        records = self.records()
+        return [shares.get(term, 0.0) * records for term in terms]
+
     def _counted(self, term: str) -> float:
-        sql = "SELECT count(*) FROM records_fts WHERE records_fts MATCH ?"
-        (held,) = self.run(sql, [fts_phrase(term)])[0]
-        records = self._records()
+        held = count_holding(self.run, term)
+        records = self.records()
         return 1.0 if held == records else held / records
 
-    def _records(self) -> float:
+    def records(self) -> float:
         records = self.shares.get(RECORDS_KEY)
         if records is None:
             (count,) = self.run("SELECT count(*) FROM records")[0]
@@ -223,6 +256,50 @@ class CommonWords:
         return self._runs
 
 
+class PhraseCounts:
+    """How many records hold each term (a word or a phrase), counted exactly once per
+    knowledge-base revision: kept in the process, and in `cache` those that cost a walk worth
+    saving (PERSISTED_MIN), for the next `kb search` process. kb.ranking's idf."""
+
+    def __init__(
+        self,
+        run: Callable[..., list[tuple[Any, ...]]],
+        revision: str = "",
+        cache: Path | None = None,
+    ) -> None:
+        self.run = run
+        if revision and revision not in _COUNTS and len(_COUNTS) >= CACHED_REVISIONS:
+            _COUNTS.clear()
+        self.counts = _COUNTS.setdefault(revision, {}) if revision else {}
+        self.path = cache / COUNT_FILES.format(revision) if cache and revision else None
+        if self.path is not None and LOADED_KEY not in self.counts:
+            self.counts.update((k, int(v)) for k, v in _read_counts(self.path).items())
+            self.counts[LOADED_KEY] = 1
+
+    def of(self, terms: Sequence[str], known: dict[str, int]) -> list[int]:
+        """Each term's count, in order: kept, else `known` (the total of a one-phrase query
+        without filters), else counted now."""
+        unknown = [term for term in dict.fromkeys(terms) if term not in self.counts]
+        if unknown and len(self.counts) + len(unknown) > CACHED_WORDS:
+            self.counts.clear()
+        saved: dict[str, float] = {}
+        for term in unknown:
+            held = known[term] if term in known else count_holding(self.run, term)
+            self.counts[term] = held
+            if held >= PERSISTED_MIN:
+                saved[term] = held
+        if saved and self.path is not None:
+            _write_counts(self.path, saved, COUNT_FILES)
+        return [self.counts[term] for term in terms]
+
+
+def count_holding(run: Callable[..., list[tuple[Any, ...]]], term: str) -> int:
+    """The records that hold the term: a walk of its words' record lists."""
+    sql = "SELECT count(*) FROM records_fts WHERE records_fts MATCH ?"
+    (held,) = run(sql, [fts_phrase(term)])[0]
+    return int(held)
+
+
 def _read_counts(path: Path) -> dict[str, float]:
     try:
         value = json.loads(path.read_text(encoding="utf-8"))
@@ -233,12 +310,12 @@ def _read_counts(path: Path) -> dict[str, float]:
     return {str(k): float(v) for k, v in value.items() if isinstance(v, int | float)}
 
 
-def _write_counts(path: Path, counted: dict[str, float]) -> None:
-    """Add counts to the revision's file (others' files removed); a read-only cache only
-    costs speed."""
+def _write_counts(path: Path, counted: dict[str, float], files: str) -> None:
+    """Add counts to the revision's file (other revisions' files, named by `files`, removed);
+    a read-only cache only costs speed."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        for old in path.parent.glob("common-words-*.json"):
+        for old in path.parent.glob(files.format("*")):
             if old != path:
                 old.unlink(missing_ok=True)
         temporary = path.with_suffix(f".tmp{os.getpid()}")

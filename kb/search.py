@@ -13,6 +13,7 @@ library's sqlite3 without importing SQLAlchemy at all.
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +22,7 @@ from typing import Any, Final
 from kb.query import (
     MAX_QUERY_CHARS,
     CommonWords,
+    PhraseCounts,
     fts_expression,
     fts_phrase,
     fts_rank_expression,
@@ -28,32 +30,16 @@ from kb.query import (
     module_first,
     order_by,
     phrase_first,
+    rank_slots,
     selecting,
     terms_of,
     tsquery,
 )
+from kb.ranking import BM25_WEIGHTS, FUNCTION, Ranker, Slots, cheaper
 from kb.records import ID_RE
 from kb.spelling import WORD_RE, Speller
 from kb.sql import Runner
 from kb.text import clip
-
-# The FTS5 columns, in the order of the index (kb/models.py FTS_COLUMNS, checked by a test).
-# bm25 weight per column: the message and code are what people paste, so they count most;
-# identifiers (slug, class, repo, path, tags) next; the prose (documentation, scenarios,
-# solutions) least, or long generic text would outrank the record whose message was quoted.
-BM25_WEIGHTS: Final = {
-    "slug": 4.0,
-    "error_message": 10.0,
-    "error_code": 10.0,
-    "error_class": 4.0,
-    "repo": 3.0,
-    "file_path": 3.0,
-    "tags": 2.0,
-    "documentation": 1.0,
-    "trigger_scenarios": 0.7,
-    "common_situations": 0.7,
-    "solutions": 0.5,
-}
 
 # PostgreSQL has four weights, not a weight per column (kb/models.py groups the columns):
 # {D, C, B, A} = the prose, repository/path/tags, slug/class, message/code, in the proportions
@@ -197,13 +183,22 @@ def _where(conditions: Sequence[str]) -> str:
 
 
 class Searcher:
-    def __init__(self, runner: Runner, cache: Path | None = None, revision: str = "") -> None:
+    def __init__(
+        self,
+        runner: Runner,
+        cache: Path | None = None,
+        revision: str = "",
+        ranker: Ranker | None = None,
+    ) -> None:
         self.run = runner.rows
         self.fts = runner.fts
         self.tsvector = runner.dialect == "postgresql"
         # "did you mean": its word lists kept in `cache` between runs, per revision
         self.speller = Speller(self.run, self._known, cache, revision)
         self.common = CommonWords(self.run, revision, cache)  # words bm25 need not rank by
+        # kb's own bm25 (kb.ranking) on the same file, with the phrases' counts kept here
+        self.ranker = ranker
+        self.counts = PhraseCounts(self.run, revision, cache)
 
     def search(
         self, query: str | None, filters: Filters = Filters(), limit: int = DEFAULT_LIMIT
@@ -436,8 +431,10 @@ class Searcher:
         if self.fts:
             terms = selecting(terms, mode, self.common.everywhere(terms))
             expression = fts_expression(terms, mode)
-            ranked = fts_rank_expression(terms, mode, self.common.of(terms))
-            return self._fts_expression(expression, scope, order, limit, method, ranked)
+            common = self.common.of(terms)
+            ranked = fts_rank_expression(terms, mode, common)
+            slots = rank_slots(terms, mode, common)
+            return self._fts_expression(expression, scope, order, limit, method, ranked, slots)
         if self.tsvector:
             return self._tsv(terms, scope, order, limit, mode, method)
         return self._like(terms, scope, order, limit, mode == "all", method)
@@ -450,34 +447,52 @@ class Searcher:
         limit: int,
         method: str,
         ranked: str | None = None,
+        slots: tuple[list[int], list[str]] | None = None,
     ) -> SearchResponse:
         """The records of an FTS5 expression, ranked by bm25 on it, or on `ranked` (the
-        expression without its common words, fts_rank_expression) restricted to them."""
+        expression without its common words, fts_rank_expression) restricted to them. With
+        `slots` (kb.query.rank_slots) kb's own bm25 may give the same ranking for less: where
+        few records are found, and their words' record lists are long (kb.ranking)."""
         where = scope.where("records_fts MATCH ?")
         params = [expression, *scope.params]
         joined = "records_fts JOIN records r ON r.key = records_fts.rowid"
         # Without filters the index alone counts (every row of it is a record): reading each
         # record only to count it took 59 of 60 ms for 4,881 records of "KeyError index" at 1M.
         counted = joined if scope.conditions else "records_fts"
+        started = time.perf_counter()
         (total,) = self.run(f"SELECT count(*) FROM {counted}{where}", params)[0]
+        count_seconds = time.perf_counter() - started
         if not total:
             return SearchResponse([], 0, None, method)
-        weights = ", ".join(str(w) for w in BM25_WEIGHTS.values())
-        rank = f"bm25(records_fts, {weights})"
-        if ranked is not None:
-            # `+` keeps SQLite from asking FTS5 for each of those rowids in turn (a seek of
-            # every word for each), where one walk of the expression's doclists finds them all
-            where = scope.where(
-                "records_fts MATCH ?",
-                "+records_fts.rowid IN (SELECT rowid FROM records_fts WHERE records_fts MATCH ?)",
-            )
-            params = [ranked, expression, *scope.params]
         first, first_params = order_by(order)
-        rows = self.run(
-            f"SELECT {RESULT_COLUMNS}, {rank} AS rank FROM {joined}{where} "
-            f"ORDER BY {first}rank, r.id LIMIT ?",
-            [*params, *first_params, limit],
-        )
+        rows = None
+        if slots is not None and self.ranker is not None and cheaper(total, count_seconds):
+            phrase_slots, slot_terms = slots
+            # a one-phrase query without filters has counted its phrase's records already
+            alone = len(phrase_slots) == 1 and not scope.conditions
+            counts = self.counts.of(slot_terms, {slot_terms[0]: int(total)} if alone else {})
+            rank = f"{FUNCTION}(records_fts, {Slots(tuple(phrase_slots), tuple(counts)).literal()})"
+            rows = self.ranker.rows(  # None if it failed: FTS5's bm25 below
+                f"SELECT {RESULT_COLUMNS}, {rank} AS rank FROM {joined}{where} "
+                f"ORDER BY {first}rank, r.id LIMIT ?",
+                [*params, *first_params, limit],
+            )
+        if rows is None:
+            if ranked is not None:
+                # `+` keeps SQLite from asking FTS5 for each of those rowids in turn (a seek of
+                # every word for each), where one walk of the expression's doclists finds them
+                where = scope.where(
+                    "records_fts MATCH ?",
+                    "+records_fts.rowid IN "
+                    "(SELECT rowid FROM records_fts WHERE records_fts MATCH ?)",
+                )
+                params = [ranked, expression, *scope.params]
+            weights = ", ".join(str(w) for w in BM25_WEIGHTS.values())
+            rows = self.run(
+                f"SELECT {RESULT_COLUMNS}, bm25(records_fts, {weights}) AS rank "
+                f"FROM {joined}{where} ORDER BY {first}rank, r.id LIMIT ?",
+                [*params, *first_params, limit],
+            )
         # bm25 is negative, lower is better; -bm25 / (1 - bm25) maps it into (0, 1).
         results = [_result(row, -row[7] / (1.0 - row[7])) for row in rows]
         return SearchResponse(_best_first(results), int(total), None, method)

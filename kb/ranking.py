@@ -1,0 +1,184 @@
+"""kb's own bm25 for the FTS5 index: FTS5's formula and weights, with the document frequencies
+given to it instead of counted on every query.
+
+FTS5's bm25 first walks, for every phrase of the query, the whole list of records that hold
+it (its idf), on every query: at a million records a walk of "model" or "identifier" (a record
+in six, a record in two) costs more than finding and reading the records. `kb_bm25` computes
+the same score (the same k1, b, weights and idf floor) from the counts the searcher knows
+already (the total of a one-phrase query, counts kept per knowledge-base revision), so it
+walks nothing. It is a Python function called once per record found (FTS5 runs auxiliary
+functions only in C or through apsw), so it pays only where few records are found and their
+words are common: `cheaper()` decides, query by query.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+if TYPE_CHECKING:  # apsw is imported only when a ranker is opened
+    from apsw import FTS5ExtensionApi
+
+# The FTS5 columns, in the order of the index (kb/models.py FTS_COLUMNS, checked by a test).
+# bm25 weight per column: the message and code are what people paste, so they count most;
+# identifiers (slug, class, repo, path, tags) next; the prose (documentation, scenarios,
+# solutions) least, or long generic text would outrank the record whose message was quoted.
+BM25_WEIGHTS: Final = {
+    "slug": 4.0,
+    "error_message": 10.0,
+    "error_code": 10.0,
+    "error_class": 4.0,
+    "repo": 3.0,
+    "file_path": 3.0,
+    "tags": 2.0,
+    "documentation": 1.0,
+    "trigger_scenarios": 0.7,
+    "common_situations": 0.7,
+    "solutions": 0.5,
+}
+_WEIGHTS: Final = tuple(BM25_WEIGHTS.values())
+# FTS5's own constants (fts5_aux.c): term-frequency saturation, length normalisation, and the
+# idf given to a phrase that half the records or more hold (its formula is then <= 0).
+K1: Final = 1.2
+B: Final = 0.75
+IDF_FLOOR: Final = 1e-6
+# One record scored by kb_bm25 (a Python call, its phrases' positions read) takes about this
+# long: 9 us at a million records, three phrases (2026-12-02). kb_bm25 ranks when the records
+# found, at this cost and a margin of 2 (the counts it needs may not be kept yet, and are then
+# counted first), take less than the query's count took: FTS5's bm25 walks each phrase's whole
+# record list, which costs at least what the count's walk of the expression did.
+SECONDS_PER_RECORD: Final = 9e-6
+MARGIN: Final = 2.0
+FUNCTION: Final = "kb_bm25"
+
+
+@dataclass(frozen=True)
+class Slots:
+    """How kb_bm25 reads a MATCH expression: for each of its phrases (in FTS5's order) the
+    slot it counts for, -1 for none (a word too common to rank by); each slot is one phrase
+    of FTS5's ranking, with the number of records that hold it. A word in several phrases
+    (each group of "most") counts once, as in the ranking expression kb.query makes."""
+
+    phrases: tuple[int, ...]
+    counts: tuple[int, ...]
+
+    def literal(self) -> str:
+        """The SQL string literal kb_bm25 takes: integers only, made here."""
+        body = json.dumps([list(self.phrases), list(self.counts)], separators=(",", ":"))
+        return "'" + body + "'"
+
+
+def cheaper(found: int, count_seconds: float) -> bool:
+    """Whether kb_bm25 ranks `found` records for less than FTS5's bm25 would spend walking
+    the phrases' record lists, which the query's count (`count_seconds`) did once."""
+    return found * SECONDS_PER_RECORD * MARGIN < count_seconds
+
+
+def idf(records: int, holding: int) -> float:
+    """FTS5's idf of a phrase that `holding` of `records` records hold."""
+    value = math.log((records - holding + 0.5) / (holding + 0.5))
+    return value if value > 0.0 else IDF_FLOOR
+
+
+def score(
+    frequencies: Sequence[float], idfs: Sequence[float], length: int, average: float
+) -> float:
+    """FTS5's bm25 of one record (negative, lower is better): `frequencies` are the weighted
+    counts of each phrase in it, `length` its tokens, `average` the mean record's."""
+    norm = K1 * (1.0 - B + B * length / average)
+    total = 0.0
+    for frequency, phrase_idf in zip(frequencies, idfs, strict=True):
+        total += phrase_idf * ((frequency * (K1 + 1.0)) / (frequency + norm))  # as fts5_aux.c
+    return -total
+
+
+def kb_bm25(api: FTS5ExtensionApi, /, *args: Any) -> float:
+    """The FTS5 auxiliary function: `kb_bm25(records_fts, slots)`, `slots` as
+    `Slots.literal()` makes it. A slot's frequency is the weighted count of its phrase in the
+    record, added instance by instance in FTS5's order (column, then offset) as bm25 adds."""
+    known = api.aux_data
+    if known is None:  # once per statement
+        phrase_slots, counts = json.loads(str(args[0]))
+        records = api.row_count
+        average = api.column_total_size(-1) / records if records else 1.0
+        known = api.aux_data = (phrase_slots, average, [idf(records, int(n)) for n in counts])
+    phrase_slots, average, idfs = known
+    frequencies = [0.0] * len(idfs)
+    for phrase, slot in enumerate(phrase_slots):
+        if slot < 0:
+            continue
+        frequency = 0.0
+        for column, offsets in enumerate(api.phrase_locations(phrase)):
+            weight = _WEIGHTS[column]
+            for _offset in offsets:
+                frequency += weight
+        # a word's phrases in the groups its record did not match hold nothing
+        if frequency > frequencies[slot]:
+            frequencies[slot] = frequency
+    return score(frequencies, idfs, api.column_size(-1), average)
+
+
+class Ranker:
+    """kb_bm25's statements on a read-only apsw connection to the SQLite file, opened when
+    first needed and then kept (a server's threads share it: SQLite serialises them). Where
+    apsw is not installed or the file cannot be opened, `rows` says None (FTS5's bm25 then)."""
+
+    def __init__(self, uri: str, busy_timeout_ms: int) -> None:
+        self.uri = uri
+        self.busy_timeout_ms = busy_timeout_ms
+        self._conn: Any = None
+        self._unusable = False
+        self._lock = threading.Lock()
+
+    def rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]] | None:
+        """The statement's rows; None when it cannot run here (no apsw, locked past the
+        timeout, a file replaced under it): the searcher then ranks with FTS5's bm25 on its
+        own connection, which reports the error if it is the database's."""
+        conn = self._connection()
+        if conn is None:
+            return None
+        import apsw
+
+        try:
+            return [tuple(row) for row in conn.execute(sql, tuple(params))]
+        except apsw.Error:
+            return None
+
+    def _connection(self) -> Any:
+        with self._lock:
+            if self._conn is None and not self._unusable:
+                try:
+                    import apsw
+                except ImportError:
+                    self._unusable = True
+                    return None
+                flags = apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI
+                try:
+                    conn = apsw.Connection(self.uri, flags=flags)
+                    conn.set_busy_timeout(self.busy_timeout_ms)
+                    conn.register_fts5_function(FUNCTION, kb_bm25)
+                except apsw.Error:
+                    self._unusable = True
+                    return None
+                self._conn = conn
+            return self._conn
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+
+def ranker_for(path: Path | None, busy_timeout_ms: int) -> Ranker | None:
+    """The ranker of a SQLite file (None for no file: an in-memory database, PostgreSQL)."""
+    if path is None or not path.is_file():
+        return None
+    from kb.config import sqlite_reader_uri
+
+    return Ranker(sqlite_reader_uri(path), busy_timeout_ms)

@@ -1,0 +1,178 @@
+"""kb's own bm25 (kb.ranking): the ranking, scores and totals of FTS5's bm25, without its walks."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kb.knowledge import KnowledgeBase
+from kb.ranking import Ranker
+from kb.search import Filters, SearchResponse
+from tests.conftest import corpus_dir
+from tests.test_search import COMMON_WORD_QUERIES
+
+# Every way a query reaches the ranking: words, "most" words, any word, identifiers and paths
+# (phrases of several tokens), a quoted phrase, common words, a typo, and filters.
+QUERIES = [
+    *COMMON_WORD_QUERIES,
+    "model",
+    "backend_per_kind",
+    "pandas/core/frame.py set_index",
+    "torch.cuda out of memory",
+    '"must be a positive integer"',
+    "connection refused redis timeout zzzz",
+    "tokenizr padding",
+    "index index",
+]
+FILTERED_QUERIES = ["not supported", "invalid value"]
+
+
+@pytest.fixture(scope="module")
+def real_kb(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """3,000 records of the shared corpus in a SQLite file."""
+    corpus = corpus_dir()
+    if corpus is None:
+        pytest.skip("the shared corpus is not available")
+    folder = tmp_path_factory.mktemp("ranking")
+    with gzip.open(corpus / "records.jsonl.gz", "rt", encoding="utf-8") as fh:
+        lines = [line for _, line in zip(range(3000), fh, strict=False)]
+    (folder / "in.jsonl").write_text("".join(lines))
+    kb = KnowledgeBase(str(folder / "kb.sqlite3"))
+    kb.import_sources([str(folder / "in.jsonl")])
+    yield kb
+    kb.close()
+
+
+def _search(
+    kb: KnowledgeBase, monkeypatch: pytest.MonkeyPatch, own: bool, query: str, filters: Filters
+) -> tuple[SearchResponse, int]:
+    """The search with kb_bm25 always (own) or never chosen, and how often it ranked."""
+    used = 0
+    rows = Ranker.rows
+
+    def counting(self: Ranker, sql: str, params: Any = ()) -> Any:
+        nonlocal used
+        found = rows(self, sql, params)
+        used += found is not None
+        return found
+
+    with monkeypatch.context() as patched:
+        patched.setattr("kb.search.cheaper", lambda *_: own)
+        patched.setattr(Ranker, "rows", counting)
+        return kb.search_by(query, filters, 20), used
+
+
+def test_kb_bm25_ranks_and_scores_as_fts5_bm25_on_real_records(
+    real_kb: KnowledgeBase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with real_kb.engine.connect() as conn:  # the most common type and tag: filters that keep many
+        (error_type,) = conn.exec_driver_sql(
+            "SELECT error_type FROM records GROUP BY 1 ORDER BY count(*) DESC LIMIT 1"
+        ).one()
+        (tag,) = conn.exec_driver_sql(
+            "SELECT tag FROM record_tags GROUP BY 1 ORDER BY count(*) DESC LIMIT 1"
+        ).one()
+    filtered = [Filters(error_type=error_type), Filters(tag=tag)]
+    cases = [(q, Filters()) for q in QUERIES]
+    cases += [(q, f) for q in FILTERED_QUERIES for f in filtered]
+    ranked = 0
+    for query, filters in cases:
+        own, used = _search(real_kb, monkeypatch, True, query, filters)
+        theirs, unused = _search(real_kb, monkeypatch, False, query, filters)
+        assert unused == 0
+        ranked += used
+        assert (own.total, own.method, own.corrected) == (
+            theirs.total,
+            theirs.method,
+            theirs.corrected,
+        ), query
+        assert [r.id for r in own.results] == [r.id for r in theirs.results], query
+        # the same arithmetic in the same order as fts5_aux.c: equal, not merely close
+        assert [r.score for r in own.results] == [r.score for r in theirs.results], query
+        assert own.total or filters == Filters(), query  # the filters keep something
+    assert ranked >= len(cases) - 2  # kb_bm25 ranked (queries that found nothing did not)
+
+
+def test_a_ranker_that_cannot_run_leaves_the_ranking_to_fts5(
+    real_kb: KnowledgeBase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    wanted, _ = _search(real_kb, monkeypatch, False, "dtype object is not supported", Filters())
+    with monkeypatch.context() as patched:
+        patched.setattr("kb.search.cheaper", lambda *_: True)
+        patched.setattr(Ranker, "rows", lambda *_: None)  # locked, replaced, failed
+        got = real_kb.search_by("dtype object is not supported", Filters(), 20)
+    assert [(r.id, r.score) for r in got.results] == [(r.id, r.score) for r in wanted.results]
+    assert got.results
+
+
+def test_without_apsw_the_search_ranks_with_fts5(tmp_path: Path, invoke: Any) -> None:
+    from tests.conftest import RECORDS40
+
+    assert invoke("import", str(RECORDS40)).exit_code == 0
+    ranker = Ranker(f"file:{tmp_path / 'kb.sqlite3'}?mode=ro", 1000)
+    saved = sys.modules.get("apsw")
+    sys.modules["apsw"] = None  # type: ignore[assignment]  # import apsw raises ImportError
+    try:
+        assert ranker.rows("SELECT 1") is None
+    finally:
+        if saved is not None:
+            sys.modules["apsw"] = saved
+        else:
+            del sys.modules["apsw"]
+    result = invoke("search", "cache group kind", "--json")
+    assert result.exit_code == 0 and json.loads(result.stdout)["results"]
+
+
+def test_phrase_counts_are_kept_for_the_next_process(
+    real_kb: KnowledgeBase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import kb.query
+
+    monkeypatch.setattr(kb.query, "PERSISTED_MIN", 0)  # keep every count, not only long walks
+    monkeypatch.setattr(kb.query, "_COUNTS", {})
+    first, used = _search(real_kb, monkeypatch, True, "invalid literal for int", Filters())
+    assert used == 1
+    kept = list(real_kb.cache_dir().glob("phrase-counts-*.json"))
+    assert len(kept) == 1
+    counts = json.loads(kept[0].read_text())
+    assert {"invalid", "literal", "int"} <= counts.keys()
+    # a new process: nothing in memory, the file read, no record counted again
+    monkeypatch.setattr(kb.query, "_COUNTS", {})
+
+    def no_count(*_: Any) -> int:
+        raise AssertionError("counted again")
+
+    monkeypatch.setattr(kb.query, "count_holding", no_count)
+    again, used = _search(real_kb, monkeypatch, True, "invalid literal for int", Filters())
+    assert used == 1
+    assert [(r.id, r.score) for r in again.results] == [(r.id, r.score) for r in first.results]
+
+
+@pytest.mark.parametrize(
+    ("terms", "mode", "common", "slots", "slot_terms"),
+    [
+        ("a b c", "all", "", [0, 1, 2], "a b c"),  # the expression itself
+        ("a the c", "all", "the", [0, -1, 1], "a c"),  # the common word ranks nothing
+        # "most": the groups (b c) (a c) (a b), each word counting for its one slot
+        ("a b c", "most", "", [1, 2, 0, 2, 0, 1], "a b c"),
+        ("a in b c", "most", "in", [-1, 1, 2, 0, 1, 2, 0, -1, 2, 0, -1, 1], "a b c"),
+        # nothing left to rank by: FTS5 ranks the groups, each phrase its own slot
+        ("a in the", "most", "in the", [0, 1, 2, 3, 4, 5], "in the a the a in"),
+        ("a b", "any", "b", [0, 1], "a b"),
+        ("a a", "all", "", [0, 1], "a a"),  # a repeated word counts twice, as in FTS5
+    ],
+)
+def test_rank_slots_follow_the_ranking_expression(
+    terms: str, mode: str, common: str, slots: list[int], slot_terms: str
+) -> None:
+    from kb.query import rank_slots
+
+    assert rank_slots(terms.split(), mode, frozenset(common.split())) == (
+        slots,
+        slot_terms.split(),
+    )
