@@ -37,7 +37,7 @@ SAMPLE_RUN: Final = 128
 CACHED_WORDS: Final = 50_000
 CACHED_REVISIONS: Final = 4
 _SHARES: dict[str, dict[str, float]] = {}
-_COUNTS: dict[str, dict[str, int]] = {}  # PhraseCounts', per revision, as _SHARES
+_COUNTS: dict[str, dict[str, float]] = {}  # PhraseCounts', per revision, as _SHARES
 # A count below this is a walk of under a millisecond at a million records: not worth a line
 # in the cache folder's file (which every new process reads).
 PERSISTED_MIN: Final = 1000
@@ -164,13 +164,7 @@ class CommonWords:
     ) -> None:
         self.run = run
         self.revision = revision
-        if revision and revision not in _SHARES and len(_SHARES) >= CACHED_REVISIONS:
-            _SHARES.clear()
-        self.shares = _SHARES.setdefault(revision, {}) if revision else {}
-        self.path = cache / COMMON_FILES.format(revision) if cache and revision else None
-        if self.path is not None and LOADED_KEY not in self.shares:
-            self.shares.update(_read_counts(self.path))
-            self.shares[LOADED_KEY] = 1.0
+        self.shares, self.path = _kept(_SHARES, revision, cache, COMMON_FILES)
         self._runs: list[tuple[int, int]] | None = None
         self._sampled = 0
 
@@ -268,13 +262,7 @@ class PhraseCounts:
         cache: Path | None = None,
     ) -> None:
         self.run = run
-        if revision and revision not in _COUNTS and len(_COUNTS) >= CACHED_REVISIONS:
-            _COUNTS.clear()
-        self.counts = _COUNTS.setdefault(revision, {}) if revision else {}
-        self.path = cache / COUNT_FILES.format(revision) if cache and revision else None
-        if self.path is not None and LOADED_KEY not in self.counts:
-            self.counts.update((k, int(v)) for k, v in _read_counts(self.path).items())
-            self.counts[LOADED_KEY] = 1
+        self.counts, self.path = _kept(_COUNTS, revision, cache, COUNT_FILES)
 
     def of(self, terms: Sequence[str], known: dict[str, int]) -> list[int]:
         """Each term's count, in order: kept, else `known` (the total of a one-phrase query
@@ -290,7 +278,7 @@ class PhraseCounts:
                 saved[term] = held
         if saved and self.path is not None:
             _write_counts(self.path, saved, COUNT_FILES)
-        return [self.counts[term] for term in terms]
+        return [int(self.counts[term]) for term in terms]
 
 
 def count_holding(run: Callable[..., list[tuple[Any, ...]]], term: str) -> int:
@@ -298,6 +286,22 @@ def count_holding(run: Callable[..., list[tuple[Any, ...]]], term: str) -> int:
     sql = "SELECT count(*) FROM records_fts WHERE records_fts MATCH ?"
     (held,) = run(sql, [fts_phrase(term)])[0]
     return int(held)
+
+
+def _kept(
+    stores: dict[str, dict[str, float]], revision: str, cache: Path | None, files: str
+) -> tuple[dict[str, float], Path | None]:
+    """The values kept in this process for `revision` (of at most CACHED_REVISIONS), the
+    cache folder's file of them (named by `files`; None without a cache or a revision) read
+    into them once, and that file."""
+    if revision and revision not in stores and len(stores) >= CACHED_REVISIONS:
+        stores.clear()
+    kept = stores.setdefault(revision, {}) if revision else {}
+    path = cache / files.format(revision) if cache and revision else None
+    if path is not None and LOADED_KEY not in kept:
+        kept.update(_read_counts(path))
+        kept[LOADED_KEY] = 1.0
+    return kept, path
 
 
 def _read_counts(path: Path) -> dict[str, float]:
