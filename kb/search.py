@@ -28,6 +28,7 @@ from kb.query import (
     fts_rank_expression,
     like_escape,
     module_first,
+    most_found,
     order_by,
     phrase_first,
     rank_slots,
@@ -35,7 +36,7 @@ from kb.query import (
     terms_of,
     tsquery,
 )
-from kb.ranking import BM25_WEIGHTS, FUNCTION, Ranker, Slots, cheaper
+from kb.ranking import BM25_WEIGHTS, FUNCTION, SECONDS_PER_ENTRY, Ranker, Slots, cheaper
 from kb.records import ID_RE
 from kb.spelling import WORD_RE, Speller
 from kb.sql import Runner
@@ -109,6 +110,18 @@ class Scope:
 
     def where(self, *first: str) -> str:
         return _where([*first, *self.conditions])
+
+
+@dataclass(frozen=True)
+class OwnRanking:
+    """A query as kb's own bm25 ranks it (kb.query.rank_slots: each phrase's slot, each
+    slot's term), and the estimates kb.ranking.cheaper weighs: at most how many records the
+    query finds, and how many record-list entries FTS5's bm25 would walk."""
+
+    phrase_slots: list[int]
+    slot_terms: list[str]
+    most_found: float
+    walked: float
 
 
 @dataclass
@@ -433,11 +446,33 @@ class Searcher:
             expression = fts_expression(terms, mode)
             common = self.common.of(terms)
             ranked = fts_rank_expression(terms, mode, common)
-            slots = rank_slots(terms, mode, common)
-            return self._fts_expression(expression, scope, order, limit, method, ranked, slots)
+            own = self._own_ranking(terms, mode, common)
+            return self._fts_expression(expression, scope, order, limit, method, ranked, own)
         if self.tsvector:
             return self._tsv(terms, scope, order, limit, mode, method)
         return self._like(terms, scope, order, limit, mode == "all", method)
+
+    def _own_ranking(
+        self, terms: Sequence[str], mode: str, common: frozenset[str]
+    ) -> OwnRanking | None:
+        """What kb's own bm25 needs to rank the query, with the estimates that say whether it
+        costs less than FTS5's: from the sample, how many records hold each term (exact where
+        counted) and each word of the ranking (whose record lists FTS5's bm25 walks)."""
+        if self.ranker is None:
+            return None
+        phrase_slots, slot_terms = rank_slots(terms, mode, common)
+        counted = self.counts.counts
+        estimates = [
+            counted.get(term, estimate)
+            for term, estimate in zip(terms, self.common.estimated(terms), strict=True)
+        ]
+        words = list(dict.fromkeys(w.lower() for t in slot_terms for w in WORD_RE.findall(t)))
+        return OwnRanking(
+            phrase_slots=phrase_slots,
+            slot_terms=slot_terms,
+            most_found=most_found(estimates, mode),
+            walked=sum(self.common.estimated(words)),
+        )
 
     def _fts_expression(
         self,
@@ -447,55 +482,80 @@ class Searcher:
         limit: int,
         method: str,
         ranked: str | None = None,
-        slots: tuple[list[int], list[str]] | None = None,
+        own: OwnRanking | None = None,
     ) -> SearchResponse:
         """The records of an FTS5 expression, ranked by bm25 on it, or on `ranked` (the
         expression without its common words, fts_rank_expression) restricted to them. With
-        `slots` (kb.query.rank_slots) kb's own bm25 may give the same ranking for less: where
-        few records are found, and their words' record lists are long (kb.ranking)."""
+        `own`, kb's own bm25 gives that ranking where it costs less (kb.ranking): before the
+        count where the estimates say so (the total then comes with the records, one walk),
+        else after it, where the records counted say so."""
         where = scope.where("records_fts MATCH ?")
         params = [expression, *scope.params]
         joined = "records_fts JOIN records r ON r.key = records_fts.rowid"
+        if own is not None and cheaper(own.most_found, own.walked):
+            found = self._own_rows(own, f"{joined}{where}", params, order, limit)
+            if found is not None:
+                return _ranked(found, found[0][8] if found else 0, method)
+            own = None  # it could not run: FTS5's bm25
+        started = time.perf_counter()
         # Without filters the index alone counts (every row of it is a record): reading each
         # record only to count it took 59 of 60 ms for 4,881 records of "KeyError index" at 1M.
         counted = joined if scope.conditions else "records_fts"
-        started = time.perf_counter()
         (total,) = self.run(f"SELECT count(*) FROM {counted}{where}", params)[0]
-        count_seconds = time.perf_counter() - started
         if not total:
             return SearchResponse([], 0, None, method)
+        # FTS5's bm25 walks at least as much as the count did
+        walked = time.perf_counter() - started
+        if own is not None and cheaper(total, max(own.walked, walked / SECONDS_PER_ENTRY)):
+            found = self._own_rows(own, f"{joined}{where}", params, order, limit)
+            if found is not None:
+                return _ranked(found, total, method)
         first, first_params = order_by(order)
-        rows = None
-        if slots is not None and self.ranker is not None and cheaper(total, count_seconds):
-            phrase_slots, slot_terms = slots
-            # a one-phrase query without filters has counted its phrase's records already
-            alone = len(phrase_slots) == 1 and not scope.conditions
-            counts = self.counts.of(slot_terms, {slot_terms[0]: int(total)} if alone else {})
-            rank = f"{FUNCTION}(records_fts, {Slots(tuple(phrase_slots), tuple(counts)).literal()})"
-            rows = self.ranker.rows(  # None if it failed: FTS5's bm25 below
-                f"SELECT {RESULT_COLUMNS}, {rank} AS rank FROM {joined}{where} "
-                f"ORDER BY {first}rank, r.id LIMIT ?",
-                [*params, *first_params, limit],
+        if ranked is not None:
+            # `+` keeps SQLite from asking FTS5 for each of those rowids in turn (a seek of
+            # every word for each), where one walk of the expression's doclists finds them all
+            where = scope.where(
+                "records_fts MATCH ?",
+                "+records_fts.rowid IN (SELECT rowid FROM records_fts WHERE records_fts MATCH ?)",
             )
-        if rows is None:
-            if ranked is not None:
-                # `+` keeps SQLite from asking FTS5 for each of those rowids in turn (a seek of
-                # every word for each), where one walk of the expression's doclists finds them
-                where = scope.where(
-                    "records_fts MATCH ?",
-                    "+records_fts.rowid IN "
-                    "(SELECT rowid FROM records_fts WHERE records_fts MATCH ?)",
-                )
-                params = [ranked, expression, *scope.params]
-            weights = ", ".join(str(w) for w in BM25_WEIGHTS.values())
-            rows = self.run(
-                f"SELECT {RESULT_COLUMNS}, bm25(records_fts, {weights}) AS rank "
-                f"FROM {joined}{where} ORDER BY {first}rank, r.id LIMIT ?",
-                [*params, *first_params, limit],
-            )
-        # bm25 is negative, lower is better; -bm25 / (1 - bm25) maps it into (0, 1).
-        results = [_result(row, -row[7] / (1.0 - row[7])) for row in rows]
-        return SearchResponse(_best_first(results), int(total), None, method)
+            params = [ranked, expression, *scope.params]
+        weights = ", ".join(str(w) for w in BM25_WEIGHTS.values())
+        rows = self.run(
+            f"SELECT {RESULT_COLUMNS}, bm25(records_fts, {weights}) AS rank "
+            f"FROM {joined}{where} ORDER BY {first}rank, r.id LIMIT ?",
+            [*params, *first_params, limit],
+        )
+        return _ranked(rows, total, method)
+
+    def _own_rows(
+        self,
+        own: OwnRanking,
+        source: str,
+        params: list[Any],
+        order: list[tuple[str, list[Any]]],
+        limit: int,
+    ) -> list[tuple[Any, ...]] | None:
+        """The best records of `source` (FROM and WHERE) by kb's own bm25, each with the
+        total; None when the ranker could not run."""
+        assert self.ranker is not None
+        counts = self.counts.of(own.slot_terms, {})
+        slots = Slots(tuple(own.phrase_slots), tuple(counts))
+        # The total in the same walk: a window's count, outside the query that scores (FTS5
+        # runs its functions only in a query on its own table), over keys and scores only (the
+        # window holds every record found); the records' columns read for the best alone.
+        heads = [f"{sql} AS head{i}" for i, (sql, _) in enumerate(order)]
+        rank = f"{FUNCTION}(records_fts, {slots.literal()}) AS rank"
+        ordered = [*(f"head{i}" for i in range(len(order))), "rank", "id"]
+        scored = f"SELECT {', '.join(['r.key AS key', 'r.id AS id', rank, *heads])} FROM {source}"
+        best = (
+            f"SELECT *, count(*) OVER () AS total FROM ({scored}) "
+            f"ORDER BY {', '.join(ordered)} LIMIT ?"
+        )
+        return self.ranker.rows(
+            f"SELECT {RESULT_COLUMNS}, b.rank, b.total FROM ({best}) b "
+            f"JOIN records r ON r.key = b.key ORDER BY {', '.join('b.' + o for o in ordered)}",
+            [*(p for _, ps in order for p in ps), *params, limit],
+        )
 
     def _tsv(
         self,
@@ -565,6 +625,13 @@ class Searcher:
             return True
         sql = "SELECT 1 FROM records_fts WHERE records_fts MATCH ? LIMIT 1"
         return bool(self.run(sql, [fts_phrase(term)]))
+
+
+def _ranked(rows: list[tuple[Any, ...]], total: int, method: str) -> SearchResponse:
+    """The response of ranked rows (RESULT_COLUMNS, then the bm25 score)."""
+    # bm25 is negative, lower is better; -bm25 / (1 - bm25) maps it into (0, 1).
+    results = [_result(row, -row[7] / (1.0 - row[7])) for row in rows]
+    return SearchResponse(_best_first(results), int(total), None, method)
 
 
 def _best_first(results: list[SearchResult]) -> list[SearchResult]:

@@ -58,7 +58,7 @@ def _search(
     def counting(self: Ranker, sql: str, params: Any = ()) -> Any:
         nonlocal used
         found = rows(self, sql, params)
-        used += found is not None
+        used += bool(found)  # it ranked records
         return found
 
     with monkeypatch.context() as patched:
@@ -96,6 +96,21 @@ def test_kb_bm25_ranks_and_scores_as_fts5_bm25_on_real_records(
         assert [r.score for r in own.results] == [r.score for r in theirs.results], query
         assert own.total or filters == Filters(), query  # the filters keep something
     assert ranked >= len(cases) - 2  # kb_bm25 ranked (queries that found nothing did not)
+
+
+def test_kb_bm25_chosen_after_the_count_gives_the_same_answers(
+    real_kb: KnowledgeBase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The estimates said no, the records counted said yes (the count's total is an int)."""
+    for query in ("expected scalar type Float but found", "vllm/config/attention.py", "model"):
+        theirs, _ = _search(real_kb, monkeypatch, False, query, Filters())
+        with monkeypatch.context() as patched:
+            patched.setattr("kb.search.cheaper", lambda found, _walked: isinstance(found, int))
+            own = real_kb.search_by(query, Filters(), 20)
+        assert (own.total, own.method) == (theirs.total, theirs.method), query
+        assert [(r.id, r.score) for r in own.results] == [
+            (r.id, r.score) for r in theirs.results
+        ], query
 
 
 def test_a_ranker_that_cannot_run_leaves_the_ranking_to_fts5(
