@@ -150,19 +150,6 @@ def fts_rank_expression(terms: Sequence[str], mode: str, common: frozenset[str])
     return " OR ".join(fts_phrase(term) for term in kept)
 
 
-def most_found(estimates: Sequence[float], mode: str) -> float:
-    """At most how many records `fts_expression(terms, mode)` finds, from how many hold each
-    term: the rarest term's with "all", each group's rarest together with "most", all of them
-    together with "any"."""
-    if mode == "all" or len(estimates) == 1:
-        return min(estimates)
-    if mode == "any":
-        return sum(estimates)
-    return sum(
-        min(e for j, e in enumerate(estimates) if j != skip) for skip in range(len(estimates))
-    )
-
-
 class CommonWords:
     """Which of a query's terms at least COMMON_SHARE of the records hold, estimated from a
     sample of the FTS5 index (`run` is a kb.sql.Runner's rows), and which every record holds

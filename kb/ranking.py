@@ -4,11 +4,11 @@ given to it instead of counted on every query.
 FTS5's bm25 first walks, for every phrase of the query, the whole list of records that hold
 it (its idf), on every query: at a million records a walk of "model" or "identifier" (a record
 in six, a record in two) costs more than finding and reading the records. `kb_bm25` computes
-the same score (the same k1, b, weights and idf floor) from the counts the searcher knows
-already (the total of a one-phrase query, counts kept per knowledge-base revision), so it
-walks nothing. It is a Python function called once per record found (FTS5 runs auxiliary
-functions only in C or through apsw), so it pays only where few records are found and their
-words are common: `cheaper()` decides, query by query.
+the same score (the same k1, b, weights, idf floor and order of arithmetic) from counts kept
+per knowledge-base revision, so it walks nothing more than the query's own match. It runs in
+Python once per record found (FTS5 runs auxiliary functions only in C or through apsw), so it
+pays where a query finds few records: the searcher tries it first, and it gives up (TooMany)
+past the records it can score in the time FTS5's walks would take (`most_scored`).
 """
 
 from __future__ import annotations
@@ -47,16 +47,25 @@ _WEIGHTS: Final = tuple(BM25_WEIGHTS.values())
 K1: Final = 1.2
 B: Final = 0.75
 IDF_FLOOR: Final = 1e-6
-# One record scored by kb_bm25 (a Python call, its phrases' positions read) takes about 9 us;
+# One record scored by kb_bm25 (a Python call, its phrases' positions read) takes about 10 us;
 # FTS5's bm25 walks an entry of a word's record list in about 70 ns ("identifier", 496,415
-# records, 35.6 ms; "model", 176,118, 14.0 ms; at a million records, 2026-12-02). kb_bm25 ranks
-# where the records a query can find, scored at that cost with a margin of 2 (the estimates
-# are a sample's, and the counts kb_bm25 needs may have to be counted first), cost less than
-# FTS5's walks of the ranking's words.
-SECONDS_PER_RECORD: Final = 9e-6
+# records, 35.6 ms; "model", 176,118, 14.0 ms; 4,881 records of "KeyError index" scored in 50
+# ms more than FTS5 ranked them; at a million records, 2026-12-02). So kb_bm25 scores at most
+# as many records as FTS5's bm25 would walk entries in the same time (MIN_SCORED at least),
+# and gives up past that: FTS5's bm25 then ranks, after a count.
+SECONDS_PER_RECORD: Final = 10e-6
 SECONDS_PER_ENTRY: Final = 70e-9
-MARGIN: Final = 2.0
+MIN_SCORED: Final = 100  # a millisecond: never worth a count and FTS5's walks to save
+# Not tried at all where the sample says the query finds this many times the records kb_bm25
+# may score: it would give up, having scored them for nothing. The sample's bound (the rarest
+# word's records) is loose (at 1M: 14,120 for the 428 records of "None of are in the
+# columns"), so only a wide miss counts: "KeyError not in index", 4,881 records for 350.
+HOPELESS: Final = 10
 FUNCTION: Final = "kb_bm25"
+
+
+class TooMany(Exception):
+    """kb_bm25 was asked to score more records than its statement allows (Slots.most)."""
 
 
 @dataclass(frozen=True)
@@ -64,21 +73,29 @@ class Slots:
     """How kb_bm25 reads a MATCH expression: for each of its phrases (in FTS5's order) the
     slot it counts for, -1 for none (a word too common to rank by); each slot is one phrase
     of FTS5's ranking, with the number of records that hold it. A word in several phrases
-    (each group of "most") counts once, as in the ranking expression kb.query makes."""
+    (each group of "most") counts once, as in the ranking expression kb.query makes. `most`:
+    the records it may score before it gives up (TooMany)."""
 
     phrases: tuple[int, ...]
     counts: tuple[int, ...]
+    most: int
 
     def literal(self) -> str:
         """The SQL string literal kb_bm25 takes: integers only, made here."""
-        body = json.dumps([list(self.phrases), list(self.counts)], separators=(",", ":"))
-        return "'" + body + "'"
+        value = [list(self.phrases), list(self.counts), self.most]
+        return "'" + json.dumps(value, separators=(",", ":")) + "'"
 
 
-def cheaper(most_found: float, walked: float) -> bool:
-    """Whether kb_bm25 ranks the records a query finds (`most_found` at most) for less than
-    FTS5's bm25 spends walking the record lists of the ranking's words (`walked` entries)."""
-    return most_found * SECONDS_PER_RECORD * MARGIN < walked * SECONDS_PER_ENTRY
+def worth_trying(most_found: float, most: int) -> bool:
+    """Whether kb_bm25 may finish a query that finds `most_found` records at most (the
+    sample's estimate), allowed to score `most`."""
+    return most_found < HOPELESS * most
+
+
+def most_scored(walked: float) -> int:
+    """The records kb_bm25 scores in the time FTS5's bm25 walks `walked` record-list entries
+    (the ranking's words' records, estimated), MIN_SCORED at least."""
+    return max(MIN_SCORED, int(walked * SECONDS_PER_ENTRY / SECONDS_PER_RECORD))
 
 
 def idf(records: int, holding: int) -> float:
@@ -105,11 +122,15 @@ def kb_bm25(api: FTS5ExtensionApi, /, *args: Any) -> float:
     record, added instance by instance in FTS5's order (column, then offset) as bm25 adds."""
     known = api.aux_data
     if known is None:  # once per statement
-        phrase_slots, counts = json.loads(str(args[0]))
+        phrase_slots, counts, most = json.loads(str(args[0]))
         records = api.row_count
         average = api.column_total_size(-1) / records if records else 1.0
-        known = api.aux_data = (phrase_slots, average, [idf(records, int(n)) for n in counts])
-    phrase_slots, average, idfs = known
+        idfs = [idf(records, int(n)) for n in counts]
+        known = api.aux_data = [phrase_slots, average, idfs, int(most), 0]
+    phrase_slots, average, idfs, most, scored = known
+    if scored >= most:
+        raise TooMany(f"more than {most} records to score")
+    known[4] = scored + 1
     frequencies = [0.0] * len(idfs)
     for phrase, slot in enumerate(phrase_slots):
         if slot < 0:
@@ -139,8 +160,9 @@ class Ranker:
 
     def rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]] | None:
         """The statement's rows; None when it cannot run here (no apsw, locked past the
-        timeout, a file replaced under it): the searcher then ranks with FTS5's bm25 on its
-        own connection, which reports the error if it is the database's."""
+        timeout, a file replaced under it) or kb_bm25 gave up (TooMany): the searcher then
+        ranks with FTS5's bm25 on its own connection, which reports the error if it is the
+        database's."""
         conn = self._connection()
         if conn is None:
             return None
@@ -148,7 +170,7 @@ class Ranker:
 
         try:
             return [tuple(row) for row in conn.execute(sql, tuple(params))]
-        except apsw.Error:
+        except (apsw.Error, TooMany):
             return None
 
     def _connection(self) -> Any:

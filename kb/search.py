@@ -13,7 +13,6 @@ library's sqlite3 without importing SQLAlchemy at all.
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,7 +27,6 @@ from kb.query import (
     fts_rank_expression,
     like_escape,
     module_first,
-    most_found,
     order_by,
     phrase_first,
     rank_slots,
@@ -36,7 +34,7 @@ from kb.query import (
     terms_of,
     tsquery,
 )
-from kb.ranking import BM25_WEIGHTS, FUNCTION, SECONDS_PER_ENTRY, Ranker, Slots, cheaper
+from kb.ranking import BM25_WEIGHTS, FUNCTION, Ranker, Slots, most_scored, worth_trying
 from kb.records import ID_RE
 from kb.spelling import WORD_RE, Speller
 from kb.sql import Runner
@@ -115,13 +113,11 @@ class Scope:
 @dataclass(frozen=True)
 class OwnRanking:
     """A query as kb's own bm25 ranks it (kb.query.rank_slots: each phrase's slot, each
-    slot's term), and the estimates kb.ranking.cheaper weighs: at most how many records the
-    query finds, and how many record-list entries FTS5's bm25 would walk."""
+    slot's term), and the records it may score before it gives up (kb.ranking.most_scored)."""
 
     phrase_slots: list[int]
     slot_terms: list[str]
-    most_found: float
-    walked: float
+    most: int
 
 
 @dataclass
@@ -455,24 +451,24 @@ class Searcher:
     def _own_ranking(
         self, terms: Sequence[str], mode: str, common: frozenset[str]
     ) -> OwnRanking | None:
-        """What kb's own bm25 needs to rank the query, with the estimates that say whether it
-        costs less than FTS5's: from the sample, how many records hold each term (exact where
-        counted) and each word of the ranking (whose record lists FTS5's bm25 walks)."""
+        """What kb's own bm25 needs to rank the query (kb.query.rank_slots), and how many
+        records it may score before FTS5's bm25 is the cheaper: as many as FTS5's would walk
+        entries of the ranking's words' record lists, estimated from the sample; None where
+        the sample says it would give up (or no ranker)."""
         if self.ranker is None:
             return None
         phrase_slots, slot_terms = rank_slots(terms, mode, common)
-        counted = self.counts.counts
-        estimates = [
-            counted.get(term, estimate)
-            for term, estimate in zip(terms, self.common.estimated(terms), strict=True)
-        ]
         words = list(dict.fromkeys(w.lower() for t in slot_terms for w in WORD_RE.findall(t)))
-        return OwnRanking(
-            phrase_slots=phrase_slots,
-            slot_terms=slot_terms,
-            most_found=most_found(estimates, mode),
-            walked=sum(self.common.estimated(words)),
-        )
+        most = most_scored(sum(self.common.estimated(words)))
+        if mode == "all":  # the rarest word bounds what it finds ("most" has no tight bound)
+            counted = self.counts.counts  # exact where counted already
+            estimates = [
+                counted.get(term, estimate)
+                for term, estimate in zip(terms, self.common.estimated(terms), strict=True)
+            ]
+            if not worth_trying(min(estimates), most):
+                return None
+        return OwnRanking(phrase_slots=phrase_slots, slot_terms=slot_terms, most=most)
 
     def _fts_expression(
         self,
@@ -486,30 +482,22 @@ class Searcher:
     ) -> SearchResponse:
         """The records of an FTS5 expression, ranked by bm25 on it, or on `ranked` (the
         expression without its common words, fts_rank_expression) restricted to them. With
-        `own`, kb's own bm25 gives that ranking where it costs less (kb.ranking): before the
-        count where the estimates say so (the total then comes with the records, one walk),
-        else after it, where the records counted say so."""
+        `own`, kb's own bm25 gives that ranking first, with the total in the same walk; where
+        the query finds more records than it may score (kb.ranking), FTS5's bm25 after a
+        count."""
         where = scope.where("records_fts MATCH ?")
         params = [expression, *scope.params]
         joined = "records_fts JOIN records r ON r.key = records_fts.rowid"
-        if own is not None and cheaper(own.most_found, own.walked):
+        if own is not None:
             found = self._own_rows(own, f"{joined}{where}", params, order, limit)
             if found is not None:
                 return _ranked(found, found[0][8] if found else 0, method)
-            own = None  # it could not run: FTS5's bm25
-        started = time.perf_counter()
         # Without filters the index alone counts (every row of it is a record): reading each
         # record only to count it took 59 of 60 ms for 4,881 records of "KeyError index" at 1M.
         counted = joined if scope.conditions else "records_fts"
         (total,) = self.run(f"SELECT count(*) FROM {counted}{where}", params)[0]
         if not total:
             return SearchResponse([], 0, None, method)
-        # FTS5's bm25 walks at least as much as the count did
-        walked = time.perf_counter() - started
-        if own is not None and cheaper(total, max(own.walked, walked / SECONDS_PER_ENTRY)):
-            found = self._own_rows(own, f"{joined}{where}", params, order, limit)
-            if found is not None:
-                return _ranked(found, total, method)
         first, first_params = order_by(order)
         if ranked is not None:
             # `+` keeps SQLite from asking FTS5 for each of those rowids in turn (a seek of
@@ -539,7 +527,7 @@ class Searcher:
         total; None when the ranker could not run."""
         assert self.ranker is not None
         counts = self.counts.of(own.slot_terms, {})
-        slots = Slots(tuple(own.phrase_slots), tuple(counts))
+        slots = Slots(tuple(own.phrase_slots), tuple(counts), own.most)
         # The total in the same walk: a window's count, outside the query that scores (FTS5
         # runs its functions only in a query on its own table), over keys and scores only (the
         # window holds every record found); the records' columns read for the best alone.

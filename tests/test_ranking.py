@@ -12,7 +12,7 @@ import pytest
 
 from kb.knowledge import KnowledgeBase
 from kb.ranking import Ranker
-from kb.search import Filters, SearchResponse
+from kb.search import Filters, Searcher, SearchResponse
 from tests.conftest import corpus_dir
 from tests.test_search import COMMON_WORD_QUERIES
 
@@ -51,7 +51,8 @@ def real_kb(tmp_path_factory: pytest.TempPathFactory) -> Any:
 def _search(
     kb: KnowledgeBase, monkeypatch: pytest.MonkeyPatch, own: bool, query: str, filters: Filters
 ) -> tuple[SearchResponse, int]:
-    """The search with kb_bm25 always (own) or never chosen, and how often it ranked."""
+    """The search with kb_bm25 always (own: it may score every record) or never tried, and
+    how often it ranked records."""
     used = 0
     rows = Ranker.rows
 
@@ -62,7 +63,10 @@ def _search(
         return found
 
     with monkeypatch.context() as patched:
-        patched.setattr("kb.search.cheaper", lambda *_: own)
+        if own:
+            patched.setattr("kb.search.most_scored", lambda _walked: 10**9)
+        else:
+            patched.setattr(Searcher, "_own_ranking", lambda *_: None)
         patched.setattr(Ranker, "rows", counting)
         return kb.search_by(query, filters, 20), used
 
@@ -98,17 +102,29 @@ def test_kb_bm25_ranks_and_scores_as_fts5_bm25_on_real_records(
     assert ranked >= len(cases) - 2  # kb_bm25 ranked (queries that found nothing did not)
 
 
-def test_kb_bm25_chosen_after_the_count_gives_the_same_answers(
+def test_kb_bm25_gives_up_past_the_records_it_may_score_and_fts5_ranks(
     real_kb: KnowledgeBase, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The estimates said no, the records counted said yes (the count's total is an int)."""
+    rows = Ranker.rows
     for query in ("expected scalar type Float but found", "vllm/config/attention.py", "model"):
         theirs, _ = _search(real_kb, monkeypatch, False, query, Filters())
+        assert theirs.total > 1, query
+        gave_up = 0
+
+        def spy(self: Ranker, sql: str, params: Any = ()) -> Any:
+            nonlocal gave_up
+            found = rows(self, sql, params)
+            gave_up += found is None
+            return found
+
         with monkeypatch.context() as patched:
-            patched.setattr("kb.search.cheaper", lambda found, _walked: isinstance(found, int))
-            own = real_kb.search_by(query, Filters(), 20)
-        assert (own.total, own.method) == (theirs.total, theirs.method), query
-        assert [(r.id, r.score) for r in own.results] == [
+            patched.setattr("kb.search.most_scored", lambda _walked: 1)
+            patched.setattr("kb.search.worth_trying", lambda *_: True)  # tried, gives up
+            patched.setattr(Ranker, "rows", spy)
+            got = real_kb.search_by(query, Filters(), 20)
+        assert gave_up >= 1, query
+        assert (got.total, got.method) == (theirs.total, theirs.method), query
+        assert [(r.id, r.score) for r in got.results] == [
             (r.id, r.score) for r in theirs.results
         ], query
 
@@ -118,7 +134,6 @@ def test_a_ranker_that_cannot_run_leaves_the_ranking_to_fts5(
 ) -> None:
     wanted, _ = _search(real_kb, monkeypatch, False, "dtype object is not supported", Filters())
     with monkeypatch.context() as patched:
-        patched.setattr("kb.search.cheaper", lambda *_: True)
         patched.setattr(Ranker, "rows", lambda *_: None)  # locked, replaced, failed
         got = real_kb.search_by("dtype object is not supported", Filters(), 20)
     assert [(r.id, r.score) for r in got.results] == [(r.id, r.score) for r in wanted.results]
