@@ -264,15 +264,14 @@ class PhraseCounts:
         self.run = run
         self.counts, self.path = _kept(_COUNTS, revision, cache, COUNT_FILES)
 
-    def of(self, terms: Sequence[str], known: dict[str, int]) -> list[int]:
-        """Each term's count, in order: kept, else `known` (the total of a one-phrase query
-        without filters), else counted now."""
+    def of(self, terms: Sequence[str]) -> list[int]:
+        """Each term's count, in order: kept, else counted now."""
         unknown = [term for term in dict.fromkeys(terms) if term not in self.counts]
         if unknown and len(self.counts) + len(unknown) > CACHED_WORDS:
             self.counts.clear()
         saved: dict[str, float] = {}
         for term in unknown:
-            held = known[term] if term in known else count_holding(self.run, term)
+            held = count_holding(self.run, term)
             self.counts[term] = held
             if held >= PERSISTED_MIN:
                 saved[term] = held

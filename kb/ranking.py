@@ -116,23 +116,36 @@ def score(
     return -total
 
 
+@dataclass
+class _Statement:
+    """What kb_bm25 keeps from one row of a statement to the next (FTS5's aux data)."""
+
+    phrase_slots: list[int]
+    average: float  # the mean record's tokens
+    idfs: list[float]  # a slot's
+    most: int
+    scored: int = 0
+
+
 def kb_bm25(api: FTS5ExtensionApi, /, *args: Any) -> float:
     """The FTS5 auxiliary function: `kb_bm25(records_fts, slots)`, `slots` as
     `Slots.literal()` makes it. A slot's frequency is the weighted count of its phrase in the
     record, added instance by instance in FTS5's order (column, then offset) as bm25 adds."""
-    known = api.aux_data
-    if known is None:  # once per statement
+    statement = api.aux_data
+    if statement is None:  # the statement's first row
         phrase_slots, counts, most = json.loads(str(args[0]))
         records = api.row_count
-        average = api.column_total_size(-1) / records if records else 1.0
-        idfs = [idf(records, int(n)) for n in counts]
-        known = api.aux_data = [phrase_slots, average, idfs, int(most), 0]
-    phrase_slots, average, idfs, most, scored = known
-    if scored >= most:
-        raise TooMany(f"more than {most} records to score")
-    known[4] = scored + 1
-    frequencies = [0.0] * len(idfs)
-    for phrase, slot in enumerate(phrase_slots):
+        statement = api.aux_data = _Statement(
+            phrase_slots=phrase_slots,
+            average=api.column_total_size(-1) / records if records else 1.0,
+            idfs=[idf(records, int(n)) for n in counts],
+            most=int(most),
+        )
+    if statement.scored >= statement.most:
+        raise TooMany(f"more than {statement.most} records to score")
+    statement.scored += 1
+    frequencies = [0.0] * len(statement.idfs)
+    for phrase, slot in enumerate(statement.phrase_slots):
         if slot < 0:
             continue
         frequency = 0.0
@@ -143,7 +156,7 @@ def kb_bm25(api: FTS5ExtensionApi, /, *args: Any) -> float:
         # a word's phrases in the groups its record did not match hold nothing
         if frequency > frequencies[slot]:
             frequencies[slot] = frequency
-    return score(frequencies, idfs, api.column_size(-1), average)
+    return score(frequencies, statement.idfs, api.column_size(-1), statement.average)
 
 
 class Ranker:

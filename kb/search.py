@@ -488,8 +488,8 @@ class Searcher:
         where = scope.where("records_fts MATCH ?")
         params = [expression, *scope.params]
         joined = "records_fts JOIN records r ON r.key = records_fts.rowid"
-        if own is not None:
-            found = self._own_rows(own, f"{joined}{where}", params, order, limit)
+        if own is not None and self.ranker is not None:
+            found = self._own_rows(self.ranker, own, f"{joined}{where}", params, order, limit)
             if found is not None:
                 return _ranked(found, found[0][8] if found else 0, method)
         # Without filters the index alone counts (every row of it is a record): reading each
@@ -517,6 +517,7 @@ class Searcher:
 
     def _own_rows(
         self,
+        ranker: Ranker,
         own: OwnRanking,
         source: str,
         params: list[Any],
@@ -524,9 +525,8 @@ class Searcher:
         limit: int,
     ) -> list[tuple[Any, ...]] | None:
         """The best records of `source` (FROM and WHERE) by kb's own bm25, each with the
-        total; None when the ranker could not run."""
-        assert self.ranker is not None
-        counts = self.counts.of(own.slot_terms, {})
+        total; None when the ranker could not run or gave up."""
+        counts = self.counts.of(own.slot_terms)
         slots = Slots(tuple(own.phrase_slots), tuple(counts), own.most)
         # The total in the same walk: a window's count, outside the query that scores (FTS5
         # runs its functions only in a query on its own table), over keys and scores only (the
@@ -539,7 +539,7 @@ class Searcher:
             f"SELECT *, count(*) OVER () AS total FROM ({scored}) "
             f"ORDER BY {', '.join(ordered)} LIMIT ?"
         )
-        return self.ranker.rows(
+        return ranker.rows(
             f"SELECT {RESULT_COLUMNS}, b.rank, b.total FROM ({best}) b "
             f"JOIN records r ON r.key = b.key ORDER BY {', '.join('b.' + o for o in ordered)}",
             [*(p for _, ps in order for p in ps), *params, limit],
