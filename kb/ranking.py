@@ -160,14 +160,16 @@ def kb_bm25(api: FTS5ExtensionApi, /, *args: Any) -> float:
 
 
 class Ranker:
-    """kb_bm25's statements on a read-only apsw connection to the SQLite file, opened when
-    first needed and then kept (a server's threads share it: SQLite serialises them). Where
-    apsw is not installed or the file cannot be opened, `rows` says None (FTS5's bm25 then)."""
+    """kb_bm25's statements on read-only apsw connections to the SQLite file, one per thread
+    (apsw refuses a connection busy in another thread), each opened when its thread first
+    needs it and then kept. Where apsw is not installed or the file cannot be opened, `rows`
+    says None (FTS5's bm25 then)."""
 
     def __init__(self, uri: str, busy_timeout_ms: int) -> None:
         self.uri = uri
         self.busy_timeout_ms = busy_timeout_ms
-        self._conn: Any = None
+        self._local = threading.local()
+        self._opened: list[Any] = []  # every thread's, closed together
         self._unusable = False
         self._lock = threading.Lock()
 
@@ -187,29 +189,31 @@ class Ranker:
             return None
 
     def _connection(self) -> Any:
+        conn = getattr(self._local, "conn", None)
+        if conn is not None or self._unusable:
+            return conn
+        try:
+            import apsw
+        except ImportError:
+            self._unusable = True
+            return None
+        try:
+            conn = apsw.Connection(self.uri, flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI)
+            conn.set_busy_timeout(self.busy_timeout_ms)
+            conn.register_fts5_function(FUNCTION, kb_bm25)
+        except apsw.Error:
+            self._unusable = True
+            return None
+        self._local.conn = conn
         with self._lock:
-            if self._conn is None and not self._unusable:
-                try:
-                    import apsw
-                except ImportError:
-                    self._unusable = True
-                    return None
-                flags = apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI
-                try:
-                    conn = apsw.Connection(self.uri, flags=flags)
-                    conn.set_busy_timeout(self.busy_timeout_ms)
-                    conn.register_fts5_function(FUNCTION, kb_bm25)
-                except apsw.Error:
-                    self._unusable = True
-                    return None
-                self._conn = conn
-            return self._conn
+            self._opened.append(conn)
+        return conn
 
     def close(self) -> None:
         with self._lock:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
+            for conn in self._opened:
+                conn.close()
+            self._opened.clear()
 
 
 def ranker_for(path: Path | None, busy_timeout_ms: int) -> Ranker | None:

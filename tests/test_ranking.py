@@ -206,3 +206,37 @@ def test_rank_slots_follow_the_ranking_expression(
         slots,
         slot_terms.split(),
     )
+
+
+def test_a_servers_threads_share_the_ranker(
+    real_kb: KnowledgeBase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """kb serve's threads search one KnowledgeBase: its one apsw connection serves them all,
+    none falls back, and each gets what it gets alone."""
+    import threading
+
+    queries = ["model", "expected scalar type Float but found", "torch.cuda out of memory"]
+    alone = {q: _search(real_kb, monkeypatch, True, q, Filters())[0].as_dict() for q in queries}
+    failed: list[str] = []
+    rows = Ranker.rows
+
+    def counting(self: Ranker, sql: str, params: Any = ()) -> Any:
+        found = rows(self, sql, params)
+        if found is None:
+            failed.append(sql)
+        return found
+
+    def work(query: str) -> None:
+        for _ in range(5):
+            if real_kb.search_by(query, Filters(), 20).as_dict() != alone[query]:
+                failed.append(query)
+
+    with monkeypatch.context() as patched:
+        patched.setattr("kb.search.most_scored", lambda _walked: 10**9)
+        patched.setattr(Ranker, "rows", counting)
+        threads = [threading.Thread(target=work, args=(q,)) for q in queries * 2]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    assert failed == []
