@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import math
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -166,6 +165,8 @@ class Ranker:
     says None (FTS5's bm25 then)."""
 
     def __init__(self, uri: str, busy_timeout_ms: int) -> None:
+        import threading  # here: the cold `kb search` (kb.quick) makes no ranker
+
         self.uri = uri
         self.busy_timeout_ms = busy_timeout_ms
         self._local = threading.local()
