@@ -205,9 +205,15 @@ class Searcher:
         # "did you mean": its word lists kept in `cache` between runs, per revision
         self.speller = Speller(self.run, self._known, cache, revision)
         self.common = CommonWords(self.run, revision, cache)  # words bm25 need not rank by
-        # kb's own bm25 (kb.ranking) on the same file, with the phrases' counts kept here
+        # kb's own bm25 (kb.ranking) on the same file, with the phrases' counts kept here,
+        # counted on the ranker's connection where there is one (its page cache then holds
+        # what the ranking reads next)
         self.ranker = ranker
-        self.counts = PhraseCounts(self.run, revision, cache)
+        self.counts = PhraseCounts(self._counting_rows, revision, cache)
+
+    def _counting_rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        found = self.ranker.rows(sql, params) if self.ranker is not None else None
+        return found if found is not None else self.run(sql, params)
 
     def search(
         self, query: str | None, filters: Filters = Filters(), limit: int = DEFAULT_LIMIT

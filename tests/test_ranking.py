@@ -59,7 +59,7 @@ def _search(
     def counting(self: Ranker, sql: str, params: Any = ()) -> Any:
         nonlocal used
         found = rows(self, sql, params)
-        used += bool(found)  # it ranked records
+        used += bool(found) and "kb_bm25(" in sql  # it ranked records
         return found
 
     with monkeypatch.context() as patched:
