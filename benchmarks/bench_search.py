@@ -13,6 +13,8 @@ shared with other work slows both alike (a before/after of an index change), wit
 `git archive` of main, say) in a process of its own beside this checkout's, the two taking
 turns query by query (which goes first alternates), and says which queries they answered
 differently (total, method or the ids in order): a before/after of a change to the code.
+`--first ROUNDS` with it times first searches instead: a new process per checkout and round,
+no phrase counts kept, each query once.
 """
 
 from __future__ import annotations
@@ -77,8 +79,17 @@ def main() -> None:
     parser.add_argument("--db", type=Path, help="an existing database to search")
     parser.add_argument("--against", type=Path, help="a second database, searched in turns")
     parser.add_argument("--baseline", type=Path, help="another checkout's kb, searched in turns")
+    parser.add_argument(
+        "--first",
+        type=int,
+        metavar="ROUNDS",
+        help="with --baseline: each query searched once by a new process, no phrase counts kept",
+    )
     args = parser.parse_args()
     db = args.db or ensure_db(args.corpus, args.out)
+    if args.baseline and args.first:
+        compare_first(db, args.baseline, args.first)
+        return
     if args.baseline:
         compare_code(db, args.baseline, args.repeats)
         return
@@ -254,6 +265,44 @@ def compare_code(db: Path, baseline: Path, repeats: int) -> None:
     print(f"\nqueries answered differently (total, method, ids): {len(differ)}")
     for query, (this, base) in differ:
         print(f"- `{query}`: this {this}; baseline {base}")
+
+
+def compare_first(db: Path, baseline: Path, rounds: int) -> None:
+    """First searches: each round, each checkout (which goes first alternates) in a new
+    process with no phrase counts kept in the cache folder (kb/query.py PhraseCounts), one
+    search of an unrelated query to open the database, then each query once: what the first
+    search of new words costs, where the warm figures are the searches after it."""
+    from kb.config import cache_dir_for
+
+    cache = cache_dir_for(f"sqlite:///{db.resolve()}")
+    sources = (HERE.parent, baseline.resolve())
+    times: list[dict[str, list[float]]] = [{}, {}]
+    for turn in range(rounds):
+        for index in (0, 1) if turn % 2 == 0 else (1, 0):
+            for counts in cache.glob("phrase-counts-*.json"):
+                counts.unlink()
+            worker = Worker(db, sources[index])
+            worker.search("opening the database first")
+            for query in QUERIES:
+                ms = float(worker.search(query)["ms"])  # type: ignore[arg-type]
+                times[index].setdefault(query, []).append(ms)
+            worker.close()
+    print(f"# Search, first time, {len(QUERIES)} queries, {rounds} rounds, new processes\n")
+    print("| query | this ms | baseline ms | ratio baseline / this |")
+    print("|---|---:|---:|---:|")
+    for query in QUERIES:
+        this, base = (statistics.median(t[query]) for t in times)
+        print(f"| `{query}` | {this:.1f} | {base:.1f} | {base / this:.1f}x |")
+    stats = []
+    for per_query in times:
+        every = sorted(ms for values in per_query.values() for ms in values)
+        stats.append((statistics.median(every), every[int(0.95 * len(every))]))
+    print(
+        f"\nthis: median {stats[0][0]:.1f} ms, p95 {stats[0][1]:.1f} ms; "
+        f"baseline: median {stats[1][0]:.1f} ms, p95 {stats[1][1]:.1f} ms; "
+        f"ratio baseline / this: median {stats[1][0] / stats[0][0]:.2f}x, "
+        f"p95 {stats[1][1] / stats[0][1]:.2f}x"
+    )
 
 
 if __name__ == "__main__":

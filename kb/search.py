@@ -464,7 +464,8 @@ class Searcher:
         if self.ranker is None:
             return None
         phrase_slots, slot_terms = rank_slots(terms, mode, common)
-        words = list(dict.fromkeys(w.lower() for t in slot_terms for w in WORD_RE.findall(t)))
+        # as typed, so that a one-word term's estimate is the one the sample already made
+        words = list(dict.fromkeys(w for t in slot_terms for w in WORD_RE.findall(t)))
         most = most_scored(sum(self.common.estimated(words)))
         if mode == "all":  # the rarest word bounds what it finds ("most" has no tight bound)
             counted = self.counts.counts  # exact where counted already
