@@ -85,6 +85,40 @@ class Slots:
         return "'" + json.dumps(value, separators=(",", ":")) + "'"
 
 
+@dataclass(frozen=True)
+class OwnRanking:
+    """A query as kb_bm25 ranks it (kb.query.rank_slots: each phrase's slot, each slot's
+    term), and the records it may score before it gives up (most_scored)."""
+
+    phrase_slots: list[int]
+    slot_terms: list[str]
+    most: int
+
+
+def ranking_statement(
+    slots: Slots, source: str, columns: str, order: Sequence[tuple[str, Sequence[Any]]]
+) -> tuple[str, list[Any]]:
+    """The SELECT of the best records of `source` (FROM and WHERE, its table `records r`) by
+    kb_bm25: `columns`, the score and the total, after the `order` terms that go before the
+    score (with their parameters, which come first); the caller binds the source's
+    parameters and the LIMIT after them. The total comes from a window's count in the same
+    walk, outside the query that scores (FTS5 runs its functions only in a query on its own
+    table), over keys and scores alone (the window holds every record found); the records'
+    columns are read for the best alone."""
+    heads = [f"{sql} AS head{i}" for i, (sql, _) in enumerate(order)]
+    rank = f"{FUNCTION}(records_fts, {slots.literal()}) AS rank"
+    ordered = [*(f"head{i}" for i in range(len(order))), "rank", "id"]
+    scored = f"SELECT {', '.join(['r.key AS key', 'r.id AS id', rank, *heads])} FROM {source}"
+    best = (
+        f"SELECT *, count(*) OVER () AS total FROM ({scored}) ORDER BY {', '.join(ordered)} LIMIT ?"
+    )
+    sql = (
+        f"SELECT {columns}, b.rank, b.total FROM ({best}) b "
+        f"JOIN records r ON r.key = b.key ORDER BY {', '.join('b.' + o for o in ordered)}"
+    )
+    return sql, [p for _, params in order for p in params]
+
+
 def worth_trying(most_found: float, most: int) -> bool:
     """Whether kb_bm25 may finish a query that finds `most_found` records at most (the
     sample's estimate), allowed to score `most`."""

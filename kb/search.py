@@ -34,7 +34,15 @@ from kb.query import (
     terms_of,
     tsquery,
 )
-from kb.ranking import BM25_WEIGHTS, FUNCTION, Ranker, Slots, most_scored, worth_trying
+from kb.ranking import (
+    BM25_WEIGHTS,
+    OwnRanking,
+    Ranker,
+    Slots,
+    most_scored,
+    ranking_statement,
+    worth_trying,
+)
 from kb.records import ID_RE
 from kb.spelling import WORD_RE, Speller
 from kb.sql import Runner
@@ -108,16 +116,6 @@ class Scope:
 
     def where(self, *first: str) -> str:
         return _where([*first, *self.conditions])
-
-
-@dataclass(frozen=True)
-class OwnRanking:
-    """A query as kb's own bm25 ranks it (kb.query.rank_slots: each phrase's slot, each
-    slot's term), and the records it may score before it gives up (kb.ranking.most_scored)."""
-
-    phrase_slots: list[int]
-    slot_terms: list[str]
-    most: int
 
 
 @dataclass
@@ -533,24 +531,9 @@ class Searcher:
     ) -> list[tuple[Any, ...]] | None:
         """The best records of `source` (FROM and WHERE) by kb's own bm25, each with the
         total; None when the ranker could not run or gave up."""
-        counts = self.counts.of(own.slot_terms)
-        slots = Slots(tuple(own.phrase_slots), tuple(counts), own.most)
-        # The total in the same walk: a window's count, outside the query that scores (FTS5
-        # runs its functions only in a query on its own table), over keys and scores only (the
-        # window holds every record found); the records' columns read for the best alone.
-        heads = [f"{sql} AS head{i}" for i, (sql, _) in enumerate(order)]
-        rank = f"{FUNCTION}(records_fts, {slots.literal()}) AS rank"
-        ordered = [*(f"head{i}" for i in range(len(order))), "rank", "id"]
-        scored = f"SELECT {', '.join(['r.key AS key', 'r.id AS id', rank, *heads])} FROM {source}"
-        best = (
-            f"SELECT *, count(*) OVER () AS total FROM ({scored}) "
-            f"ORDER BY {', '.join(ordered)} LIMIT ?"
-        )
-        return ranker.rows(
-            f"SELECT {RESULT_COLUMNS}, b.rank, b.total FROM ({best}) b "
-            f"JOIN records r ON r.key = b.key ORDER BY {', '.join('b.' + o for o in ordered)}",
-            [*(p for _, ps in order for p in ps), *params, limit],
-        )
+        slots = Slots(tuple(own.phrase_slots), tuple(self.counts.of(own.slot_terms)), own.most)
+        sql, first_params = ranking_statement(slots, source, RESULT_COLUMNS, order)
+        return ranker.rows(sql, [*first_params, *params, limit])
 
     def _tsv(
         self,
