@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+from kb.config import sqlite_reader_uri
+
 if TYPE_CHECKING:  # apsw is imported only when a ranker is opened
     from apsw import FTS5ExtensionApi
 
@@ -255,6 +257,4 @@ def ranker_for(path: Path | None, busy_timeout_ms: int) -> Ranker | None:
     """The ranker of a SQLite file (None for no file: an in-memory database, PostgreSQL)."""
     if path is None or not path.is_file():
         return None
-    from kb.config import sqlite_reader_uri
-
     return Ranker(sqlite_reader_uri(path), busy_timeout_ms)
