@@ -280,16 +280,24 @@ class Record:
     values: dict[str, Any]
     extra: dict[str, Any] = field(default_factory=dict)
     stub: bool = False  # from a compact index row: no documentation yet
+    # payload(), made once: a record is not changed after it was parsed
+    _payload: str | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def id(self) -> str:
         return str(self.values["id"])
 
+    def payload(self) -> str:
+        """Everything stored, as one string: what content_hash digests. repr of plain JSON
+        values is stable and several times cheaper than json.dumps, and it spells every
+        character that is not printable as an escape (a lone surrogate as "\\udXXX")."""
+        if self._payload is None:
+            self._payload = repr((list(_COLUMN_VALUES(self.values)), self.extra, self.stub))
+        return self._payload
+
     def content_hash(self) -> str:
         """A digest of everything stored, so a re-import can tell unchanged from updated."""
-        # repr of plain JSON values is stable and several times cheaper than json.dumps.
-        payload = repr((list(_COLUMN_VALUES(self.values)), self.extra, self.stub))
-        return hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()
+        return hashlib.sha256(self.payload().encode("utf-8", "surrogatepass")).hexdigest()
 
     def to_dataset(self) -> dict[str, Any]:
         """The record in the dataset's own keys and order, unknown fields after."""
@@ -467,6 +475,11 @@ def _checked(obj: Mapping[str, Any], specs: tuple[FieldSpec, ...]) -> dict[str, 
 def _unicode_checked(record: Record) -> Record:
     """The record, unless a text in it holds a lone surrogate: JSON can spell one ("\\ud800"),
     but it is not Unicode, cannot be stored as UTF-8, and would break every later read."""
+    if "\\ud" not in record.payload():
+        # repr spells a lone surrogate "\\udXXX" (a typed backslash as two, which may also
+        # read so: then the walk below decides). The walk over every value cost 85 us a
+        # record, most of the import's validation; the payload is the content hash's anyway.
+        return record
     for key, column in _ALL_PAIRS:
         where = _lone_surrogate(record.values.get(column), key)
         if where is not None:

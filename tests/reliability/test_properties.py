@@ -136,6 +136,55 @@ def test_any_valid_record_imported_then_exported_is_unchanged(tmp_path: Path) ->
         round_trip()
 
 
+# Texts near a lone surrogate's spellings: the surrogates themselves, a typed backslash and
+# "u", "d", hex digits; with any other character now and then (joined from a list: st.text
+# leaves the surrogates out, whatever its alphabet).
+SURROGATE_TEXT = st.lists(
+    st.sampled_from(["\\", "u", "d", "8", "f", "c", "\ud800", "\udbff", "\udc80", "\udfff"])
+    | st.characters(),
+    max_size=12,
+).map("".join)
+
+
+@FUZZ
+@given(
+    st.sampled_from(["documentation", "solutions", "tags-free note", "unknown key"]),
+    SURROGATE_TEXT,
+    st.data(),
+)
+def test_a_record_is_refused_exactly_when_a_text_in_it_holds_a_lone_surrogate(
+    place: str, text: str, data: Any
+) -> None:
+    """Whatever the text and wherever it is, the quick check (the content hash's payload) and
+    the walk over every value agree: refused iff a lone surrogate is in it, and the field
+    named is where it is."""
+    from kb.records import FieldError, parse_record
+
+    record = data.draw(records())
+    record["id"] = "0123456789abcdef"
+    record["documentation"] = "ok"
+    if place == "documentation":
+        record["documentation"] = "ok " + text
+        field = "documentation"
+    elif place == "solutions":
+        record["solutions"] = ["ok", "fix " + text]
+        field = "solutions[1]"
+    elif place == "tags-free note":
+        record["note"] = {"deep": [text]}
+        field = "note.deep[0]"
+    else:
+        record["k" + text] = 1
+        field = "k" + text
+    try:
+        parse_record(record)
+    except FieldError as exc:
+        assert not _no_surrogate(text), (exc.field, exc.reason)
+        assert exc.field == field
+        assert "lone surrogate" in exc.reason
+    else:
+        assert _no_surrogate(text)
+
+
 def _exported(kb: Any) -> list[str]:
     import io
 
