@@ -141,11 +141,12 @@ def main() -> None:
         f"\nAll queries, warm: median {statistics.median(all_times):.1f} ms, "
         f"p95 {overall_p95:.1f} ms"
     )
-    print(
-        f"Cold `kb search` (new process): median {statistics.median(cold):.3f} s; "
-        f"`python -c pass` baseline {statistics.median(python_start):.3f} s "
-        f"(ratio {statistics.median(cold) / statistics.median(python_start):.0f}x)"
-    )
+    if cold:  # --cold-runs 0: warm figures alone
+        print(
+            f"Cold `kb search` (new process): median {statistics.median(cold):.3f} s; "
+            f"`python -c pass` baseline {statistics.median(python_start):.3f} s "
+            f"(ratio {statistics.median(cold) / statistics.median(python_start):.0f}x)"
+        )
 
 
 def compare(first: Path, second: Path, repeats: int) -> None:

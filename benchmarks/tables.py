@@ -25,6 +25,7 @@ from peers import (
     NaiveRun,
     Rg,
 )
+from targets import verdicts
 
 
 @dataclass
@@ -173,6 +174,20 @@ def render(results: list[dict[str, Any]], info: RunInfo, failures: list[str]) ->
         lambda r: "yes" if r["first_same"] else "**no**",
     )
     t.row("verdict", lambda r: "passed" if r["passed"] else "**FAILED**")
+
+    lines += [
+        "",
+        "## Targets",
+        "",
+        "Issue 15's targets, each judged here on this run's figures (benchmarks/targets.py): "
+        "*not measured* when the run had no such size or the measurement did not finish.",
+        "",
+        "| target | at | this run | verdict |",
+        "|---|---|---|---|",
+    ]
+    for v in verdicts(results, big_mb):
+        verdict = v.verdict if v.verdict != "not met" else "**not met**"
+        lines.append(f"| {v.target.text} | {v.where} | {v.measured} | {verdict} |")
 
     lines += [
         "",

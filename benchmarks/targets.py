@@ -1,0 +1,187 @@
+"""Issue 15's targets, each judged on the figures of one run of benchmarks/run.py: what the
+target asks, the figure this run measured, and the verdict (met, not met, or not measured when
+the run had no such size or the measurement did not finish).
+
+Plain data: a Target names the size it is judged at (None: every size the run measured), how
+its figure is read from one size's results, and the bound. Nothing here is hand-entered: a
+figure the run did not make is never a verdict.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+MILLION: Final = 1_000_000
+ONE_FIVE_OH: Final = 150_000
+
+# A size's results (run.py's dict) and big.log's size in MB -> the figure, or None when the
+# measurement behind it did not finish.
+Figure = Callable[[dict[str, Any], float], float | None]
+
+
+@dataclass(frozen=True)
+class Target:
+    text: str  # what the issue asks
+    size: int | None  # the record count it is judged at; None: every size measured
+    figure: Figure
+    at_least: float | None = None  # met when figure >= at_least ...
+    below: float | None = None  # ... or when figure < below
+    unit: str = ""
+    digits: int = 2
+
+    def met(self, value: float) -> bool:
+        if self.at_least is not None:
+            return value >= self.at_least
+        assert self.below is not None
+        return value < self.below
+
+    def shown(self, value: float) -> str:
+        return f"{value:,.{self.digits}f}{self.unit}"
+
+
+def _seconds(key: str) -> Figure:
+    return lambda r, _mb: r[key].s if r[key].ok else None
+
+
+def _rss(key: str) -> Figure:
+    return lambda r, _mb: r[key].mb if r[key].ok and not math.isnan(r[key].mb) else None
+
+
+def _import_ratio(r: dict[str, Any], _mb: float) -> float | None:
+    peer, kb = r["sqlite_utils"], r["kb_cli_import"]
+    return peer.s / kb.s if peer.ok and kb.ok else None
+
+
+def _big_mb_s(r: dict[str, Any], big_mb: float) -> float | None:
+    return big_mb / r["cold_big"].s if r["cold_big"].ok else None
+
+
+def _search_ms(which: int) -> Figure:
+    return lambda r, _mb: r["warm"]["search"][which] * 1000
+
+
+def _correct(r: dict[str, Any], _mb: float) -> float:
+    return 1.0 if r["passed"] else 0.0
+
+
+TARGETS: Final = (
+    Target(
+        "correctness: every planted error of paste.log and big.log at its line, nothing else, "
+        "and the same pairs from the first match after an import elsewhere",
+        None,
+        _correct,
+        at_least=1.0,
+    ),
+    Target(
+        "`kb import` (with the matcher build) at least as fast as `sqlite-utils insert`: "
+        "speed ratio",
+        ONE_FIVE_OH,
+        _import_ratio,
+        at_least=1.0,
+    ),
+    Target("the same at 1M: speed ratio", MILLION, _import_ratio, at_least=1.0),
+    Target(
+        "cold `kb match` of big.log at least 100 MB/s",
+        ONE_FIVE_OH,
+        _big_mb_s,
+        at_least=100.0,
+        unit=" MB/s",
+        digits=0,
+    ),
+    Target(
+        "cold `kb match` of paste.log under 0.3 s",
+        MILLION,
+        _seconds("cold_paste"),
+        below=0.3,
+        unit=" s",
+        digits=3,
+    ),
+    Target(
+        "cold `kb match` of big.log at least 50 MB/s",
+        MILLION,
+        _big_mb_s,
+        at_least=50.0,
+        unit=" MB/s",
+        digits=0,
+    ),
+    Target(
+        "search, warm: median under 20 ms", MILLION, _search_ms(0), below=20.0, unit=" ms", digits=1
+    ),
+    Target(
+        "search, warm: p95 under 100 ms", MILLION, _search_ms(1), below=100.0, unit=" ms", digits=1
+    ),
+    Target(
+        "cold `kb match` of paste.log under 0.5 s",
+        ONE_FIVE_OH,
+        _seconds("cold_paste"),
+        below=0.5,
+        unit=" s",
+        digits=3,
+    ),
+    Target(
+        "cold `kb match` of paste.log under 1 s",
+        MILLION,
+        _seconds("cold_paste"),
+        below=1.0,
+        unit=" s",
+        digits=3,
+    ),
+    Target(
+        "`kb import` peak RSS under 300 MB",
+        MILLION,
+        _rss("kb_cli_import"),
+        below=300.0,
+        unit=" MB",
+        digits=0,
+    ),
+    Target(
+        "cold `kb match` of big.log: peak RSS under 400 MB",
+        None,
+        _rss("cold_big"),
+        below=400.0,
+        unit=" MB",
+        digits=0,
+    ),
+)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    target: Target
+    where: str  # the size(s) judged
+    measured: str
+    verdict: str  # "met", "not met" or "not measured"
+
+
+def judge(target: Target, results: Sequence[dict[str, Any]], big_mb: float) -> Verdict:
+    """The verdict of one target on one run's results (one dict a size)."""
+    judged = [r for r in results if target.size is None or r["count"] == target.size]
+    if not judged:
+        where = f"{target.size:,} records"
+        hint = " (run.py --with-1m)" if target.size == MILLION else ""
+        return Verdict(target, where, f"this run had no {where}{hint}", "not measured")
+    figures = [(r["count"], target.figure(r, big_mb)) for r in judged]
+    where = ", ".join(f"{count:,}" for count, _ in figures) + " records"
+
+    def shown(value: float | None) -> str:
+        if value is None:
+            return "did not finish"
+        if target.figure is _correct:
+            return "passed" if value else "FAILED"
+        return target.shown(value)
+
+    if len(figures) == 1:
+        measured = shown(figures[0][1])
+    else:
+        measured = ", ".join(f"{count:,}: {shown(value)}" for count, value in figures)
+    if any(value is None for _, value in figures):
+        return Verdict(target, where, measured, "not measured")
+    met = all(target.met(value) for _, value in figures if value is not None)
+    return Verdict(target, where, measured, "met" if met else "not met")
+
+
+def verdicts(results: Sequence[dict[str, Any]], big_mb: float) -> list[Verdict]:
+    return [judge(target, results, big_mb) for target in TARGETS]

@@ -1,0 +1,109 @@
+"""benchmarks/targets.py: each target of issue 15 judged on a run's figures, and never on a
+figure the run did not make."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+def _load(name: str) -> ModuleType:
+    """A module of benchmarks/ by its file, leaving sys.path alone (its names are generic)."""
+    spec = importlib.util.spec_from_file_location(
+        f"kb_benchmarks_{name}", BENCHMARKS / f"{name}.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+Sample = _load("harness").Sample
+targets = _load("targets")
+MILLION, TARGETS, judge, verdicts = (
+    targets.MILLION,
+    targets.TARGETS,
+    targets.judge,
+    targets.verdicts,
+)
+
+BIG_MB = 21.9
+
+
+def _run(seconds: float, mb: float = 50.0) -> Sample:
+    return Sample(seconds=[seconds], rss_mb=[mb])
+
+
+def _size(count: int, **over: Any) -> dict[str, Any]:
+    r: dict[str, Any] = {
+        "count": count,
+        "passed": True,
+        "sqlite_utils": _run(48.9),
+        "kb_cli_import": _run(71.5, 239.0),
+        "cold_paste": _run(0.377),
+        "cold_big": _run(1.06, 108.0),
+        "warm": {"search": [0.0107, 0.0371]},
+    }
+    r.update(over)
+    return r
+
+
+def _by_text(results: list[dict[str, Any]]) -> dict[str, tuple[str, str, str]]:
+    return {v.target.text: (v.where, v.measured, v.verdict) for v in verdicts(results, BIG_MB)}
+
+
+def test_each_target_is_judged_on_its_own_size_and_bound() -> None:
+    found = _by_text([_size(150_000), _size(MILLION, cold_paste=_run(0.29))])
+    ratio = next(t for t in TARGETS if t.text.startswith("`kb import` (with"))
+    assert found[ratio.text] == ("150,000 records", "0.68", "not met")
+    assert found["cold `kb match` of paste.log under 0.3 s"] == (
+        "1,000,000 records",
+        "0.290 s",
+        "met",
+    )
+    assert found["cold `kb match` of paste.log under 0.5 s"][2] == "met"
+    assert found["cold `kb match` of big.log at least 100 MB/s"] == (
+        "150,000 records",
+        "21 MB/s",
+        "not met",
+    )
+    assert found["search, warm: median under 20 ms"] == ("1,000,000 records", "10.7 ms", "met")
+    assert found["`kb import` peak RSS under 300 MB"][1:] == ("239 MB", "met")
+
+
+def test_a_size_the_run_did_not_have_is_not_measured() -> None:
+    found = _by_text([_size(69_652), _size(150_000)])
+    assert found["cold `kb match` of paste.log under 0.3 s"] == (
+        "1,000,000 records",
+        "this run had no 1,000,000 records (run.py --with-1m)",
+        "not measured",
+    )
+    # the targets of every size are judged on the sizes there were
+    every = found["cold `kb match` of big.log: peak RSS under 400 MB"]
+    assert every == ("69,652, 150,000 records", "69,652: 108 MB, 150,000: 108 MB", "met")
+
+
+def test_a_measurement_that_did_not_finish_gives_no_verdict() -> None:
+    timed_out = Sample(status="timed out after 600 s (killed)")
+    found = _by_text([_size(150_000, kb_cli_import=timed_out)])
+    ratio = next(t for t in TARGETS if t.text.startswith("`kb import` (with"))
+    assert found[ratio.text] == ("150,000 records", "did not finish", "not measured")
+
+
+def test_correctness_fails_when_one_size_failed() -> None:
+    correctness = TARGETS[0]
+    verdict = judge(correctness, [_size(69_652), _size(150_000, passed=False)], BIG_MB)
+    assert verdict.measured == "69,652: passed, 150,000: FAILED"
+    assert verdict.verdict == "not met"
+    assert judge(correctness, [_size(69_652)], BIG_MB).verdict == "met"
+
+
+def test_one_bad_size_fails_a_target_of_every_size() -> None:
+    found = _by_text([_size(69_652), _size(150_000, cold_big=_run(1.0, 450.0))])
+    assert found["cold `kb match` of big.log: peak RSS under 400 MB"][2] == "not met"
