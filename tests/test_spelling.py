@@ -1,0 +1,75 @@
+"""kb.spelling: the word lists a corrected search scans are the same (words and order) whether
+this process collected them from the records, read them from the cache folder, or has no
+cache folder at all."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kb import spelling
+from kb.spelling import Speller
+
+ROWS = [
+    (
+        "unknown-kv-cache-group-kind",
+        "ValueError",
+        None,
+        "vllm-project/vllm",
+        "Unknown KV cache group kind {kind}: backend_per_kind",
+    ),
+    (
+        "cuda-out-of-memory",
+        "torch.OutOfMemoryError",
+        "E0502",
+        "pytorch/pytorch",
+        "CUDA out of memory. Tried to allocate {size}",
+    ),
+    (
+        "invalid-literal-for-int",
+        "ValueError",
+        None,
+        "python/cpython",
+        "invalid literal for int() with base 10: {value} in torch.cuda.memory",
+    ),
+]
+
+
+@pytest.fixture()
+def run() -> Any:
+    con = sqlite3.connect(":memory:")
+    con.execute("CREATE TABLE records (slug, error_class, error_code, repo, error_message)")
+    con.executemany("INSERT INTO records VALUES (?, ?, ?, ?, ?)", ROWS)
+    return lambda sql, *params: con.execute(sql, *params).fetchall()
+
+
+def _speller(run: Any, cache: Path | None) -> Speller:
+    return Speller(run, known=lambda term: False, cache=cache, revision="r1")
+
+
+def test_word_lists_are_the_same_collected_read_back_or_uncached(run: Any, tmp_path: Path) -> None:
+    spelling._LOADED.clear()
+    collected = _speller(run, tmp_path)
+    words, identifiers = collected.vocabulary(), collected.identifiers()
+    assert "cache" in words and "vllm" in words and "valueerror" in words
+    assert "backend_per_kind" in identifiers and "torch.cuda.memory" in identifiers
+    assert (tmp_path / "vocabulary-r1.txt").is_file()
+
+    spelling._LOADED.clear()  # a new process: the lists come from the cache folder
+    read_back = _speller(run, tmp_path)
+    assert read_back.vocabulary() == words
+    assert read_back.identifiers() == identifiers
+    uncached = _speller(run, None)
+    assert uncached.vocabulary() == words
+    assert uncached.identifiers() == identifiers
+
+    for speller in (collected, read_back, uncached):
+        assert speller.correct(["unknwn", "cahce", "backnd_per_kindd"]) == [
+            "unknown",
+            "cache",
+            "backend_per_kind",
+        ]
+    spelling._LOADED.clear()
