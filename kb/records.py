@@ -477,8 +477,8 @@ def _unicode_checked(record: Record) -> Record:
     but it is not Unicode, cannot be stored as UTF-8, and would break every later read."""
     if "\\ud" not in record.payload():
         # repr spells a lone surrogate "\\udXXX" (a typed backslash as two, which may also
-        # read so: then the walk below decides). The walk over every value cost 85 us a
-        # record, most of the import's validation; the payload is the content hash's anyway.
+        # read so: then the walk below decides). The payload is the content hash's anyway;
+        # skipping the walk over every value saved 3% of an import's CPU (20,000 records).
         return record
     for key, column in _ALL_PAIRS:
         where = _lone_surrogate(record.values.get(column), key)
