@@ -4,6 +4,7 @@ cache folder at all."""
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -55,6 +56,13 @@ def test_word_lists_are_the_same_collected_read_back_or_uncached(run: Any, tmp_p
     collected = _speller(run, tmp_path)
     words, identifiers = collected.vocabulary(), collected.identifiers()
     assert "cache" in words and "vllm" in words and "valueerror" in words
+    # the rule, spelt out: each value's words, and a class or code whole, 3 characters up
+    expected = set()
+    for slug, error_class, error_code, repo, _message in ROWS:
+        for value in (slug, error_class, error_code, repo):
+            expected.update(w.lower() for w in re.findall(r"[^\W_]+", value or ""))
+        expected.update(v.lower() for v in (error_class, error_code) if v)
+    assert words == sorted(w for w in expected if len(w) >= 3 and not w.isdigit())
     assert "backend_per_kind" in identifiers and "torch.cuda.memory" in identifiers
     assert (tmp_path / "vocabulary-r1.txt").is_file()
 
