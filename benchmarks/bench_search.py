@@ -111,9 +111,7 @@ def main() -> None:
             response = kb.search(query)
             times.append((time.perf_counter() - started) * 1000)
         all_times += times
-        times.sort()
-        p95 = times[min(len(times) - 1, int(0.95 * len(times)))]
-        rows.append((query, statistics.median(times), p95, response.total, response.method))
+        rows.append((query, *median_p95(times), response.total, response.method))
 
     cold = []
     for query in QUERIES[: args.cold_runs]:
@@ -130,23 +128,33 @@ def main() -> None:
         subprocess.run([sys.executable, "-c", "pass"], check=True)
         python_start.append(time.perf_counter() - started)
 
-    all_times.sort()
     print(f"# Search benchmark: {records:,} records, {args.repeats} repeats a query\n")
     print("| query | median ms | p95 ms | total hits | method |")
     print("|---|---:|---:|---:|---|")
     for query, median, p95, total, method in rows:
         print(f"| `{query}` | {median:.1f} | {p95:.1f} | {total:,} | {method} |")
-    overall_p95 = all_times[int(0.95 * len(all_times))]
-    print(
-        f"\nAll queries, warm: median {statistics.median(all_times):.1f} ms, "
-        f"p95 {overall_p95:.1f} ms"
-    )
+    overall_median, overall_p95 = median_p95(all_times)
+    print(f"\nAll queries, warm: median {overall_median:.1f} ms, p95 {overall_p95:.1f} ms")
     if cold:  # --cold-runs 0: warm figures alone
         print(
             f"Cold `kb search` (new process): median {statistics.median(cold):.3f} s; "
             f"`python -c pass` baseline {statistics.median(python_start):.3f} s "
             f"(ratio {statistics.median(cold) / statistics.median(python_start):.0f}x)"
         )
+
+
+def median_p95(values: list[float]) -> tuple[float, float]:
+    """The median and the 95th percentile (the value 95% of the way up the sorted list)."""
+    ordered = sorted(values)
+    return statistics.median(ordered), ordered[int(0.95 * len(ordered))]
+
+
+def print_per_query(rows: list[tuple[str, float, float]]) -> None:
+    """(query, this checkout's ms, the baseline's ms) as a table, with the ratio."""
+    print("| query | this ms | baseline ms | ratio baseline / this |")
+    print("|---|---:|---:|---:|")
+    for query, this, base in rows:
+        print(f"| `{query}` | {this:.1f} | {base:.1f} | {base / this:.1f}x |")
 
 
 def compare(first: Path, second: Path, repeats: int) -> None:
@@ -163,10 +171,7 @@ def compare(first: Path, second: Path, repeats: int) -> None:
                 started = time.perf_counter()
                 kb.search(query)
                 out.append((time.perf_counter() - started) * 1000)
-    stats = []
-    for out in times:
-        out.sort()
-        stats.append((statistics.median(out), out[int(0.95 * len(out))]))
+    stats = [median_p95(out) for out in times]
     print(f"# Search, warm, {len(QUERIES)} queries x {repeats}, in turns\n")
     print("| database | records | median ms | p95 ms |")
     print("|---|---:|---:|---:|")
@@ -247,14 +252,8 @@ def compare_code(db: Path, baseline: Path, repeats: int) -> None:
         worker.close()
     print(f"# Search, warm, {len(QUERIES)} queries x {repeats}, two kb versions in turns\n")
     print(f"database {db}, {workers[0].hello['records']:,} records\n")
-    print("| query | this ms | baseline ms | ratio baseline / this |")
-    print("|---|---:|---:|---:|")
-    for query, this, base in per_query:
-        print(f"| `{query}` | {this:.1f} | {base:.1f} | {base / this:.1f}x |")
-    stats = []
-    for out in times:
-        out.sort()
-        stats.append((statistics.median(out), out[int(0.95 * len(out))]))
+    print_per_query(per_query)
+    stats = [median_p95(out) for out in times]
     print("\n| kb | median ms | p95 ms |")
     print("|---|---:|---:|")
     for name, worker, (median, p95) in zip(names, workers, stats, strict=True):
@@ -289,15 +288,8 @@ def compare_first(db: Path, baseline: Path, rounds: int) -> None:
                 times[index].setdefault(query, []).append(ms)
             worker.close()
     print(f"# Search, first time, {len(QUERIES)} queries, {rounds} rounds, new processes\n")
-    print("| query | this ms | baseline ms | ratio baseline / this |")
-    print("|---|---:|---:|---:|")
-    for query in QUERIES:
-        this, base = (statistics.median(t[query]) for t in times)
-        print(f"| `{query}` | {this:.1f} | {base:.1f} | {base / this:.1f}x |")
-    stats = []
-    for per_query in times:
-        every = sorted(ms for values in per_query.values() for ms in values)
-        stats.append((statistics.median(every), every[int(0.95 * len(every))]))
+    print_per_query([(query, *(statistics.median(t[query]) for t in times)) for query in QUERIES])
+    stats = [median_p95([ms for values in t.values() for ms in values]) for t in times]
     print(
         f"\nthis: median {stats[0][0]:.1f} ms, p95 {stats[0][1]:.1f} ms; "
         f"baseline: median {stats[1][0]:.1f} ms, p95 {stats[1][1]:.1f} ms; "

@@ -52,11 +52,11 @@ import scale_corpus  # noqa: E402
 from bench_import import PARSE_ONLY  # noqa: E402
 from harness import KB, PY, ROOT, Sample, cache_dir, db_sizes, not_run, repeat, rm_db, timed  # noqa: E402
 from tables import RunInfo, render  # noqa: E402
+from targets import MILLION  # noqa: E402
 
 CORPUS = ROOT.parent / "shared" / "corpus"
 PASTE = CORPUS / "logs" / "paste.log"
 BIG = CORPUS / "logs" / "big.log"
-MILLION = 1_000_000
 
 IMPORT_ONLY = """
 import sys
