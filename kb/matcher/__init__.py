@@ -3,6 +3,7 @@
   cache       the cache file: its format, opening it for a revision, reading its rows
   build       writing the cache: patterns prepared, the prefilter compiled (once per revision)
   prefilter   every pattern's keys found in one Hyperscan pass over a block of the log
+  anchors     a short text's keys found by its words instead (no databases loaded)
   scan        one match call: the loop over blocks and the state it keeps
   verify      candidate patterns run in RE2 on the lines around their keys, captures read
   tracebacks  stack frames grouped into tracebacks; quoted source lines told from errors

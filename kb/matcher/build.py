@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Final
 import hyperscan
 
 from kb import logline
+from kb.matcher.anchors import BUCKET_KEYS, anchor_of, bitmap_of
 from kb.matcher.cache import (
     CACHE_FILE,
     CODE,
@@ -232,6 +233,7 @@ def write_cache_file(
         "records": str(n_records),
         "patterns": str(writer.n_patterns),
         "kinds": json.dumps(_kind_ranges(kinds)),
+        "shard_bytes": str(writer.shard_bytes),
         "packages": json.dumps(sorted(writer.packages)),
         "built_s": f"{time.perf_counter() - started:.3f}",
     }
@@ -309,6 +311,7 @@ class _RowWriter:
             """
         )
         self.n_patterns = 0
+        self.shard_bytes = 0
         self.codes: dict[str, list[int]] = {}
         self.packages: set[str] = set()
 
@@ -435,7 +438,44 @@ class _RowWriter:
         for marker, kind in MARKERS:
             shards.add(marker, kind, "[]")
         shards.flush()
+        self.shard_bytes = shards.bytes
+        _write_lookup(con)
         return shards.kinds
+
+
+def _write_lookup(con: sqlite3.Connection) -> None:
+    """What a short text is looked up with (kb.matcher.anchors): the bitmap of the anchors, and
+    the keys that cannot be found by theirs compiled into one more database, the rest shard
+    (kept apart from the others, which hold every key). An anchor shared by more than
+    BUCKET_KEYS keys is taken from them first."""
+    con.execute(
+        """
+        UPDATE keys SET anchor = NULL WHERE anchor IN (
+            SELECT anchor FROM keys WHERE anchor IS NOT NULL
+            GROUP BY anchor HAVING COUNT(*) > ?)
+        """,
+        (BUCKET_KEYS,),
+    )
+    bits = bitmap_of(
+        [a for (a,) in con.execute("SELECT DISTINCT anchor FROM keys WHERE anchor IS NOT NULL")]
+    )
+    rows = con.execute("SELECT idx, key FROM keys WHERE anchor IS NULL").fetchall()
+    con.execute("INSERT INTO lookup VALUES (?, ?)", (bits, _compiled(rows) if rows else None))
+
+
+def _compiled(keys: list[tuple[int, str]]) -> bytes:
+    """A serialised Hyperscan database of literal keys (id, key)."""
+    db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+    expressions = [key.encode("utf-8") for _, key in keys]
+    db.compile(
+        expressions=expressions,
+        ids=[key_id for key_id, _ in keys],
+        elements=len(expressions),
+        flags=[0] * len(expressions),
+        literal=True,
+    )
+    del expressions
+    return bytes(hyperscan.dumpb(db))
 
 
 class _ShardWriter:
@@ -445,12 +485,13 @@ class _ShardWriter:
     def __init__(self, con: sqlite3.Connection, size: int) -> None:
         self.con = con
         self.size = size
-        self.rows: list[tuple[int, str, str]] = []
+        self.rows: list[tuple[int, str, str, bytes | None]] = []
         self.kinds: list[str] = []
         self.shards = 0
+        self.bytes = 0  # of the databases written
 
     def add(self, key: str, kind: str, patterns: str) -> None:
-        self.rows.append((len(self.kinds), key, patterns))
+        self.rows.append((len(self.kinds), key, patterns, anchor_of(key.encode("utf-8"))))
         self.kinds.append(kind)
         if len(self.rows) >= self.size:
             self.flush()
@@ -458,21 +499,13 @@ class _ShardWriter:
     def flush(self) -> None:
         if not self.rows:
             return
-        self.con.executemany("INSERT INTO keys VALUES (?,?,?)", self.rows)
-        db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
-        expressions = [key.encode("utf-8") for _, key, _ in self.rows]
-        db.compile(
-            expressions=expressions,
-            ids=[key_id for key_id, _, _ in self.rows],
-            elements=len(expressions),
-            flags=[0] * len(expressions),
-            literal=True,
-        )
+        self.con.executemany("INSERT INTO keys VALUES (?,?,?,?)", self.rows)
+        blob = _compiled([(key_id, key) for key_id, key, *_ in self.rows])
         self.rows.clear()
-        del expressions
-        self.con.execute("INSERT INTO shards VALUES (?, ?)", (self.shards, hyperscan.dumpb(db)))
+        self.con.execute("INSERT INTO shards VALUES (?, ?)", (self.shards, blob))
         self.shards += 1
-        del db
+        self.bytes += len(blob)
+        del blob
         release_memory()
 
 

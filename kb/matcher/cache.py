@@ -3,8 +3,11 @@
 One SQLite file, `<cache_dir>/matcher.sqlite3`, written by kb.matcher.build to a temp file and
 renamed over the old one:
   meta      format, revision, counts, the key-id ranges per kind, known packages
-  shards    the serialised Hyperscan literal databases (kb.matcher.prefilter)
-  keys      Hyperscan id -> key text and the patterns whose best key it is
+  shards    the serialised Hyperscan literal databases (kb.matcher.prefilter), every key
+  lookup    the anchors' bitmap, and one more database (the rest shard) of the keys a short
+            text cannot find by their anchor
+  keys      Hyperscan id -> key text, the patterns whose best key it is, its anchor
+            (kb.matcher.anchors)
   patterns  the prepared regex, engine, generic, literal_chars, key_line, newlines, placeholder
             names, records, relaxed form (guarded only), the other required literal pieces
   records   id, class, filePath, lineNumber, message and raising function of each record
@@ -12,8 +15,10 @@ renamed over the old one:
   fuzzy     message templates for near misses (read only when a log needs them)
   words     each word of the templates -> the templates holding it (the near misses' bm25
             shortlist; rows of common words keep their count only)
-A cold match reads meta and the shards (13 MB at 150k records, 78 MB at 1M) and then only the
-rows its candidates need, through a CacheReader, which keeps what it read.
+A cold match of a big log reads meta and the shards (13 MB at 150k records, 78 MB at 1M); of a
+short text, the lookup row (1 MB of bitmap and 3.8 MB of rest shard at 1M) and the keys its
+windows look up; then only the rows its candidates need, through a CacheReader, which keeps
+what it read.
 """
 
 from __future__ import annotations
@@ -37,12 +42,16 @@ from kb.sql import select_in
 # 10: no traceback marker key, no unread columns (keys.kind, records.repo/error_code/pattern).
 # 11: a record without a lineNumber has NULL there, not 0.
 # 12: records.function, the functions and words tables, more error markers.
-FORMAT_VERSION = 12
+# 13: keys.anchor, the anchors' bitmap and the rest shard (kb.matcher.anchors), meta
+#     shard_bytes.
+FORMAT_VERSION = 13
 CACHE_FILE: Final = "matcher.sqlite3"
 SCHEMA: Final = """
     CREATE TABLE meta (k TEXT PRIMARY KEY, v BLOB);
     CREATE TABLE shards (n INTEGER PRIMARY KEY, hsdb BLOB);
-    CREATE TABLE keys (idx INTEGER PRIMARY KEY, key TEXT, patterns TEXT);
+    CREATE TABLE keys (
+        idx INTEGER PRIMARY KEY, key TEXT, patterns TEXT, anchor BLOB);
+    CREATE TABLE lookup (bits BLOB, rest BLOB);
     CREATE TABLE patterns (
         idx INTEGER PRIMARY KEY, regex TEXT, engine TEXT, generic INTEGER,
         literal_chars INTEGER, key_line INTEGER, newlines INTEGER, names TEXT,
@@ -62,6 +71,7 @@ INDEXES: Final = """
     CREATE INDEX files_path ON files (file_path, line_number, rec);
     CREATE INDEX codes_code ON codes (code, rec);
     CREATE INDEX functions_name ON functions (name, rec);
+    CREATE INDEX keys_anchor ON keys (anchor) WHERE anchor IS NOT NULL;
 """
 # The kinds of key, in the order their ids are given: patterns' literal keys, the error codes
 # the records know, then MARKERS, literal text that shows a line is a frame or an error.
@@ -206,7 +216,7 @@ _PATTERN_COLUMNS: Final = (
 _RECORD_COLUMNS: Final = "idx, id, error_class, file_path, line_number, error_message, function"
 # What reading a damaged cache raises: SQLite's "malformed", "not a database" or a text that
 # is not UTF-8, and a JSON column that is not JSON (or NULL) any more.
-_DAMAGE: Final = (sqlite3.DatabaseError, ValueError, TypeError)
+DAMAGE: Final = (sqlite3.DatabaseError, ValueError, TypeError)
 
 _P = ParamSpec("_P")
 _T = TypeVar("_T")
@@ -221,7 +231,7 @@ def _reads(
     def reading(self: CacheReader, /, *args: _P.args, **kwargs: _P.kwargs) -> _T:
         try:
             return method(self, *args, **kwargs)
-        except _DAMAGE as exc:
+        except DAMAGE as exc:
             raise self.damaged(exc) from exc
 
     return reading
@@ -287,6 +297,24 @@ class CacheReader:
         for (n,) in self._con.execute("SELECT n FROM shards ORDER BY n").fetchall():
             with self._con.blobopen("shards", "hsdb", n, readonly=True) as blob:
                 yield blob.read()
+
+    @_reads
+    def lookup(self) -> tuple[bytes, bytes | None]:
+        """The anchors' bitmap and the rest shard (None: every key has an anchor)."""
+        bits, rest = self._con.execute("SELECT bits, rest FROM lookup").fetchone()
+        return bytes(bits), None if rest is None else bytes(rest)
+
+    @_reads
+    def anchored_keys(self, anchors: Iterable[bytes]) -> list[tuple[int, str]]:
+        """(key id, key) of every key whose anchor is one of `anchors`."""
+        return [
+            (int(idx), str(key))
+            for idx, key in select_in(
+                self._con.execute,
+                "SELECT idx, key FROM keys WHERE anchor IN ({marks}) AND anchor IS NOT NULL",
+                anchors,
+            )
+        ]
 
     def kind(self, key_id: int) -> str:
         kind = self._kind_names[0]

@@ -11,7 +11,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from kb import logtext
 from kb.matcher.cache import CACHE_FILE, CacheReader, file_identity, open_current
-from kb.matcher.prefilter import Prefilter
+from kb.matcher.prefilter import LOADED_PER_LOOKED_UP, Prefilter
 from kb.matcher.rank import MatchReport
 from kb.matcher.scan import LogScan
 from kb.matcher.scorer import Scorer
@@ -39,6 +39,13 @@ class MatcherIndex:
 
     def close(self) -> None:
         self._reader.close()
+
+    def preload(self) -> None:
+        """Load the prefilter's databases now, not when a log first needs them: for a process
+        that answers many logs (`kb serve`), where looking each paste up by its words would
+        cost more in all than loading them once."""
+        with self._lock:
+            self._prefilter.load()
 
     def match(
         self,
@@ -97,7 +104,7 @@ class MatcherIndex:
 
 def load_index(cache_dir: Path, revision: str) -> MatcherIndex | None:
     """The cached index for `revision`, or None when it is missing, stale or unreadable."""
-    opened = open_current(cache_dir, revision, "records", "kinds")
+    opened = open_current(cache_dir, revision, "records", "kinds", "shard_bytes")
     if opened is None:
         return None
     con, meta = opened
@@ -106,7 +113,7 @@ def load_index(cache_dir: Path, revision: str) -> MatcherIndex | None:
         reader = CacheReader(
             con, json.loads(meta["kinds"]), path=path, identity=file_identity(path)
         )
-        prefilter = Prefilter(reader.shards())
+        prefilter = Prefilter(reader, int(meta["shard_bytes"]) // LOADED_PER_LOOKED_UP)
         return MatcherIndex(
             reader=reader, prefilter=prefilter, records=int(meta["records"]), revision=revision
         )

@@ -69,6 +69,18 @@ class Found:
     records: dict[str, dict[str, Any]]
 
 
+def _preloaded(index: MatcherIndex) -> MatcherIndex:
+    """The index with its prefilter loaded: a server answers paste after paste. A cache found
+    damaged here is left to the first match, which rebuilds it (Service._match)."""
+    from kb.matcher.cache import CacheDamaged
+
+    try:
+        index.preload()
+    except CacheDamaged as exc:
+        log.warning("%s", exc.message)
+    return index
+
+
 class Service:
     """The knowledge base a worker serves; one per worker process."""
 
@@ -80,7 +92,7 @@ class Service:
         # pooled: a worker queries on every request and once a second; connecting each time
         # would cost a PostgreSQL server a process start per query
         self.kb: KnowledgeBase = KnowledgeBase(config.db_url, create=False, pooled=True)
-        self.index: MatcherIndex = self.kb.matcher()  # `kb serve` built it before forking
+        self.index: MatcherIndex = _preloaded(self.kb.matcher())  # built before forking
         self.revision_seen = self.index.revision
         self._waiting_since: float | None = None
         self._executor = ThreadPoolExecutor(MATCH_THREADS, thread_name_prefix="kb-match")
@@ -117,7 +129,7 @@ class Service:
                 log.info("revision %s: no index after %.0f s, building it", revision, BUILD_GRACE_S)
                 index = self.kb.matcher()
             self._waiting_since = None
-            self.index = index
+            self.index = _preloaded(index)
             log.info("revision %s: matcher index loaded (%d records)", revision, index.records)
             return True
 

@@ -217,7 +217,7 @@ DAMAGE: dict[str, Callable[[Path], None]] = {
     "random": lambda path: path.write_bytes(os.urandom(path.stat().st_size)),
     "empty": lambda path: path.write_bytes(b""),
     "all tables": lambda path: damage_tables(
-        path, ("shards", "keys", "patterns", "records", "files", "codes", "fuzzy")
+        path, ("shards", "lookup", "keys", "patterns", "records", "files", "codes", "fuzzy")
     ),
 }
 
