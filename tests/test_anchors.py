@@ -177,7 +177,7 @@ def test_every_real_log_gets_the_same_report_looked_up_as_scanned(
     logs = _real_logs()
     assert len(logs) > 50
     for log in logs:
-        looked_up = _loaded(real_cache, monkeypatch, 1)  # any text up to THREADED_SCAN_BYTES
+        looked_up = _loaded(real_cache, monkeypatch, 1)  # any text up to LOOKUP_MAX_BYTES
         scanned = _loaded(real_cache, monkeypatch, 1 << 60)  # a lookup budget of 0 bytes
         try:
             assert _report(looked_up, log) == _report(scanned, log), log.name
@@ -186,6 +186,21 @@ def test_every_real_log_gets_the_same_report_looked_up_as_scanned(
         finally:
             looked_up.close()
             scanned.close()
+
+
+def test_a_long_text_is_scanned_whatever_the_budget(
+    real_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each key a text's windows find is searched for in the whole text: past
+    LOOKUP_MAX_BYTES the databases are loaded, even with budget left."""
+    log = (MATCHER / "paste.log").read_bytes()
+    long = log * (prefilter_module.LOOKUP_MAX_BYTES // len(log) + 1)
+    index = _loaded(real_cache, monkeypatch, 1)
+    index.match(log)
+    assert not index._prefilter.loaded
+    index.match(long)
+    assert index._prefilter.loaded
+    index.close()
 
 
 def test_keys_of_a_crowded_anchor_are_found_by_the_rest_shard(
