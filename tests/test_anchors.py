@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kb.matcher import MatcherIndex, build_index, load_index, sources_from_records
+from kb.matcher import CACHE_FILE, MatcherIndex, build_index, load_index, sources_from_records
 from kb.matcher import prefilter as prefilter_module
 from kb.matcher.anchors import (
     MAX_RUNS,
@@ -226,6 +227,17 @@ def test_keys_of_a_crowded_anchor_are_found_by_the_rest_shard(
         (m.line, m.id, m.score) for m in expected.matches
     ]
     assert len(expected.matches) == 3
+    # the fixtures share three anchors ("at", "version", "must be one"), two keys each
+    assert _rest_keys(tmp_path / "b") == _rest_keys(tmp_path / "a") + 6
+
+
+def _rest_keys(cache: Path) -> int:
+    con = sqlite3.connect(cache / CACHE_FILE)
+    try:
+        (count,) = con.execute("SELECT COUNT(*) FROM keys WHERE anchor IS NULL").fetchone()
+        return int(count)
+    finally:
+        con.close()
 
 
 def test_the_databases_are_loaded_once_the_texts_looked_up_cost_more(
