@@ -31,13 +31,14 @@ from zlib import crc32
 MAX_RUNS: Final = 3
 # An anchor shared by more keys than this leaves them to the rest shard: a paste holding the
 # word would read every one of them (1M records: 128 leaves 35,362 of 668,787 keys, 3.8 MB, to
-# the rest shard; 32 would leave 66,482 and 7.4 MB, and twice the rows a paste reads saved by
-# it is less than loading the bigger shard costs).
+# the rest shard; 32 would leave 66,482 and 7.4 MB, which take 31 ms to load against 13, more
+# than the rows it spares paste.log cost: 743 keys read against 1,057).
 BUCKET_KEYS: Final = 128
 # Bits per anchor in the anchors' bitmap, which a text's windows are held against before they
 # are looked up: the index has to be read from disk for each one looked up (1M records: 7,118
-# windows of paste.log took 22-40 ms to look up, and about 200 of them are anchors). One hash
-# at 8 bits an anchor lets about 12% of the other windows through; the bitmap is 1 MB at 1M.
+# windows of paste.log took 22-40 ms to look up; 508 pass the bitmap, 8-9 ms). One hash at 8
+# bits an anchor lets about 12% of the other windows through; the bitmap is 0.5 MB at 1M
+# (307,627 anchors).
 BITS_PER_ANCHOR: Final = 8
 # Split on what is not a word, keeping the separators: words sit at the even places.
 _SPLIT_RE: Final = re.compile(rb"([^A-Za-z0-9_]+)")

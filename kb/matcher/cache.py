@@ -16,7 +16,7 @@ renamed over the old one:
   words     each word of the templates -> the templates holding it (the near misses' bm25
             shortlist; rows of common words keep their count only)
 A cold match of a big log reads meta and the shards (13 MB at 150k records, 78 MB at 1M); of a
-short text, the lookup row (1 MB of bitmap and 3.8 MB of rest shard at 1M) and the keys its
+short text, the lookup row (0.5 MB of bitmap and 3.8 MB of rest shard at 1M) and the keys its
 windows look up; then only the rows its candidates need, through a CacheReader, which keeps
 what it read.
 """
