@@ -154,7 +154,6 @@ def real_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _loaded(cache: Path, monkeypatch: pytest.MonkeyPatch, per_byte: int) -> MatcherIndex:
     monkeypatch.setattr(prefilter_module, "LOADED_PER_LOOKED_UP", per_byte)
-    monkeypatch.setattr("kb.matcher.index.LOADED_PER_LOOKED_UP", per_byte)
     index = load_index(cache, "real")
     assert index is not None
     return index
@@ -215,11 +214,9 @@ def test_keys_of_a_crowded_anchor_are_found_by_the_rest_shard(
         recs = [json.loads(line) for line in fh]
     paste = (MATCHER / "paste.log").read_bytes()
     monkeypatch.setattr(prefilter_module, "LOADED_PER_LOOKED_UP", 1 << 60)
-    monkeypatch.setattr("kb.matcher.index.LOADED_PER_LOOKED_UP", 1 << 60)
     expected = build_index(sources_from_records(recs), tmp_path / "a", "r").match(paste)
     monkeypatch.setattr(build, "BUCKET_KEYS", 1)
     monkeypatch.setattr(prefilter_module, "LOADED_PER_LOOKED_UP", 1)
-    monkeypatch.setattr("kb.matcher.index.LOADED_PER_LOOKED_UP", 1)
     crowded = build_index(sources_from_records(recs), tmp_path / "b", "r")
     got = crowded.match(paste)
     assert not crowded._prefilter.loaded

@@ -11,7 +11,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from kb import logtext
 from kb.matcher.cache import CACHE_FILE, CacheReader, file_identity, open_current
-from kb.matcher.prefilter import LOADED_PER_LOOKED_UP, Prefilter
+from kb.matcher.prefilter import Prefilter
 from kb.matcher.rank import MatchReport
 from kb.matcher.scan import LogScan
 from kb.matcher.scorer import Scorer
@@ -113,7 +113,7 @@ def load_index(cache_dir: Path, revision: str) -> MatcherIndex | None:
         reader = CacheReader(
             con, json.loads(meta["kinds"]), path=path, identity=file_identity(path)
         )
-        prefilter = Prefilter(reader, int(meta["shard_bytes"]) // LOADED_PER_LOOKED_UP)
+        prefilter = Prefilter(reader, int(meta["shard_bytes"]))
         return MatcherIndex(
             reader=reader, prefilter=prefilter, records=int(meta["records"]), revision=revision
         )

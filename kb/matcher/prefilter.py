@@ -68,11 +68,12 @@ class Prefilter:
     """The Hyperscan databases of one cache, loaded when first needed (one per shard, each
     with a scratch space for the main thread and, made when first needed, one for the scanning
     thread); until then, texts of up to LOOKUP_MAX_BYTES are looked up by their words while
-    what was looked up stays within `lookup_bytes` in all."""
+    what was looked up stays within the databases' bytes (`shard_bytes`) / LOADED_PER_LOOKED_UP
+    in all."""
 
-    def __init__(self, reader: CacheReader, lookup_bytes: int) -> None:
+    def __init__(self, reader: CacheReader, shard_bytes: int) -> None:
         self._reader = reader
-        self._lookup_left = lookup_bytes
+        self._lookup_left = shard_bytes // LOADED_PER_LOOKED_UP
         self._dbs: list[Any] | None = None
         self._anchor_bits = b""
         self._rest: list[Any] | None = None  # [] when there is no rest shard
