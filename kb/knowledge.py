@@ -182,7 +182,9 @@ class KnowledgeBase:
         time: the others wait for it and load what it wrote) and stored. Where the cache
         folder cannot be written, built in a temporary folder for this process alone.
         `status` gets a line before and after a fetch or a build; `progress` follows a build
-        (records prepared since its last call)."""
+        (records prepared since its last call). `rebuild` builds it from the records whatever
+        the cache or the database holds, and puts it in place of the copy in the database:
+        what follows a cache found damaged, which may have been fetched from there."""
         from kb.matcher import load_index
         from kb.matcher.lock import build_lock
 
@@ -194,12 +196,13 @@ class KnowledgeBase:
         index = None if rebuild else load_index(cache_dir, revision)
         if index is None and not rebuild and self._fetch_matcher(cache_dir, revision, status):
             index = load_index(cache_dir, revision)
+            rebuild = index is None  # the stored copy is unreadable: build one to replace it
         if index is None:
             try:
                 with build_lock(cache_dir, self._waiting):
                     index = None if rebuild else load_index(cache_dir, revision)
                     if index is None:
-                        self._build(cache_dir, revision, status, progress)
+                        self._build(cache_dir, revision, status, progress, replace=rebuild)
                         index = load_index(cache_dir, revision)
             except CACHE_WRITE_ERRORS as exc:
                 cache_dir = _temporary_folder()
@@ -207,7 +210,7 @@ class KnowledgeBase:
                     f"cannot write the matcher cache in {self.cache_dir()} ({_reason(exc)}); "
                     "the index is built for this run alone"
                 )
-                self._build(cache_dir, revision, status, progress)
+                self._build(cache_dir, revision, status, progress, replace=rebuild)
                 index = load_index(cache_dir, revision)
             if index is None:  # pragma: no cover - we just wrote it
                 raise RuntimeError(f"the matcher cache in {cache_dir} cannot be read")
@@ -253,8 +256,11 @@ class KnowledgeBase:
         revision: str,
         status: Status | None,
         progress: Callable[[int], None] | None,
+        *,
+        replace: bool = False,
     ) -> None:
-        """Write the cache for `revision` into `cache_dir`, then share it in the database."""
+        """Write the cache for `revision` into `cache_dir`, then share it in the database
+        (`replace`: in place of a copy stored there already)."""
         import time
 
         from kb.matcher import CACHE_FILE, FORMAT_VERSION, write_index
@@ -270,7 +276,9 @@ class KnowledgeBase:
         write_index(self._pattern_sources(), cache_dir, revision, progress)
         if status is not None:
             status(f"Built the matcher index in {time.perf_counter() - started:.1f} s.")
-        store_quietly(self.engine, cache_dir / CACHE_FILE, revision, FORMAT_VERSION)
+        store_quietly(
+            self.engine, cache_dir / CACHE_FILE, revision, FORMAT_VERSION, replace=replace
+        )
 
     def _fetch_matcher(self, cache_dir: Path, revision: str, status: Status | None) -> bool:
         """The revision's cache file fetched from the database into `cache_dir`."""
@@ -309,9 +317,10 @@ class KnowledgeBase:
             )
         except CacheDamaged as exc:
             self._notify(f"{exc.message}; rebuilding it")
-            self._index = None
             again = replayable.again(exc)
-            report = self.matcher().match(again, top=top, min_score=min_score, timeout=timeout)
+            report = self.matcher(rebuild=True).match(
+                again, top=top, min_score=min_score, timeout=timeout
+            )
         source = RecordSource((m.id for m in report.matches), self.get_many)
         for found in report.matches:
             found.source = source

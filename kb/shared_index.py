@@ -107,10 +107,13 @@ def _parts(path: Path) -> Iterator[bytes]:
             yield zlib.compress(chunk, COMPRESSION_LEVEL)
 
 
-def store(conn: Connection, path: Path, revision: str, format_version: int) -> bool:
+def store(
+    conn: Connection, path: Path, revision: str, format_version: int, *, replace: bool = False
+) -> bool:
     """Store the cache file at `path`, built for `revision`, unless the knowledge base has
-    moved on or another process stored it first; older revisions' files are removed. Runs in
-    the caller's transaction. True when this call stored it."""
+    moved on or another process stored it first (`replace`: in place of that one, which a
+    rebuild does because the stored copy may be what was damaged); older revisions' files are
+    removed. Runs in the caller's transaction. True when this call stored it."""
     from sqlalchemy import delete, select
 
     from kb.db import get_meta
@@ -118,14 +121,10 @@ def store(conn: Connection, path: Path, revision: str, format_version: int) -> b
 
     if (get_meta(conn, "revision") or "empty") != revision:
         return False  # an import came in meanwhile: its own build will store its index
-    exists = conn.execute(
-        select(table.c.part)
-        .where(table.c.revision == revision, table.c.format == format_version)
-        .limit(1)
-    ).first()
-    if exists is not None:
+    this_file = (table.c.revision == revision) & (table.c.format == format_version)
+    if not replace and conn.execute(select(table.c.part).where(this_file).limit(1)).first():
         return False
-    conn.execute(delete(table).where(table.c.revision != revision))
+    conn.execute(delete(table).where((table.c.revision != revision) | this_file))
     for number, data in enumerate(_parts(path)):
         conn.execute(
             table.insert().values(revision=revision, format=format_version, part=number, data=data)
@@ -133,11 +132,13 @@ def store(conn: Connection, path: Path, revision: str, format_version: int) -> b
     return True
 
 
-def store_quietly(engine: Any, path: Path, revision: str, format_version: int) -> bool:
+def store_quietly(
+    engine: Any, path: Path, revision: str, format_version: int, *, replace: bool = False
+) -> bool:
     """`store` in its own transaction; a failure (two processes storing at once, a read-only
     role) only means the next machine builds the index itself."""
     from sqlalchemy.exc import SQLAlchemyError
 
     with contextlib.suppress(SQLAlchemyError, OSError), engine.begin() as conn:
-        return store(conn, path, revision, format_version)
+        return store(conn, path, revision, format_version, replace=replace)
     return False

@@ -178,8 +178,9 @@ def _matched(
     timeout: float = 0,
 ) -> tuple[Any, Callable[[list[str]], dict[str, Any]]]:
     """The report of `index` on `log`, and the fetcher to use with it. A matcher cache found
-    damaged half-way is removed by then: it is built again (the full path) and the log read
-    again (a pipe is kept for that up to kb.matcher.replay.REPLAY_BYTES, else exit 3)."""
+    damaged half-way is removed by then: it is built again from the records (the full path;
+    not fetched, as the copy in the database may be the damaged one) and the log read again
+    (a pipe is kept for that up to kb.matcher.replay.REPLAY_BYTES, else exit 3)."""
     from kb.matcher.cache import CacheDamaged
     from kb.matcher.replay import Replayable
 
@@ -193,7 +194,7 @@ def _matched(
         click.echo(f"note: {safe(exc.message, multiline=False)}; rebuilding it", err=True)
         kb = open_kb(ctx)
         again = replayable.again(exc)
-        report = kb.matcher().match(again, top=top, min_score=threshold, timeout=limit)
+        report = kb.matcher(rebuild=True).match(again, top=top, min_score=threshold, timeout=limit)
         fetch = kb.get_many
     if report.stats.get("stopped") == "timeout":
         click.echo(

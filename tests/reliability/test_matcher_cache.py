@@ -212,6 +212,56 @@ def test_a_damaged_cache_beyond_the_replay_limit_is_removed_and_named(
     assert seeded("match", input=SEED_LINE + "\n").exit_code == 0
 
 
+def stored_copy(db_path: Path) -> bytes:
+    """The matcher cache file the database holds for the other machines."""
+    import zlib
+
+    with sqlite3.connect(db_path) as conn:
+        parts = conn.execute("SELECT data FROM matcher_index ORDER BY format, part").fetchall()
+    conn.close()
+    return b"".join(zlib.decompress(data) for (data,) in parts)
+
+
+def store_copy(db_path: Path, content: bytes) -> None:
+    """Put `content` in place of the stored cache file, under the same revision and format."""
+    import zlib
+
+    with sqlite3.connect(db_path) as conn:
+        ((revision, version),) = conn.execute(
+            "SELECT DISTINCT revision, format FROM matcher_index"
+        ).fetchall()
+        conn.execute("DELETE FROM matcher_index")
+        conn.execute(
+            "INSERT INTO matcher_index (revision, format, part, data) VALUES (?, ?, 0, ?)",
+            (revision, version, zlib.compress(content)),
+        )
+    conn.close()
+
+
+@pytest.mark.parametrize("damage", ["past its header", "random"])
+def test_a_damaged_copy_in_the_database_is_replaced_by_the_rebuild(
+    seeded: Any, db_path: Path, damage: str
+) -> None:
+    """The copy stored for other machines is what a machine without a cache fetches: were it
+    damaged, each fetch would bring the damage back. The rebuild after it takes its place."""
+    local = cache_file(db_path)
+    if damage == "random":
+        local.write_bytes(os.urandom(local.stat().st_size))
+    else:
+        damage_tables(local)
+    store_copy(db_path, local.read_bytes())
+    for _ in range(2):  # as on a new machine each time: no cache, so the stored copy is fetched
+        local.unlink(missing_ok=True)
+        result = seeded("match", "--json", input=SEED_LINE + "\n")
+        assert result.exit_code == 0, result.stderr
+        assert matched_ids(result) == [SEED_ID]
+        if _ == 0 and damage != "random":  # a header that does not open is never trusted
+            assert "is damaged" in result.stderr and "rebuilding it" in result.stderr
+        if _ == 1:
+            assert result.stderr == ""
+    assert stored_copy(db_path) == local.read_bytes()
+
+
 DAMAGE: dict[str, Callable[[Path], None]] = {
     "truncated": lambda path: os.truncate(path, path.stat().st_size // 2),
     "random": lambda path: path.write_bytes(os.urandom(path.stat().st_size)),
