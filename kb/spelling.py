@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -24,6 +24,7 @@ MIN_IDENTIFIER_CHARS: Final = 5
 # vocabulary file is 3.2 MB, 70 ms to read and split on every corrected search of a server.
 _LOADED: dict[Path, list[str]] = {}
 LOADED_FILES: Final = 4
+IDENTIFIERS: Final = "identifiers"  # the identifiers list's kind (kb.matcher.background writes it)
 
 # Identifiers as they appear in messages: snake_case, dotted.names, camelCase (what a
 # misspelling is corrected against, IDENTIFIER_HINT_RE says which terms are identifiers).
@@ -107,7 +108,7 @@ class Speller:
         """The identifiers in the messages (backend_per_kind, torch.cuda, setIndex) as they
         are written, for correcting a misspelt one; cached like the vocabulary."""
         if self._identifiers is None:
-            self._identifiers = self._cached("identifiers", self._collect_identifiers)
+            self._identifiers = self._cached(IDENTIFIERS, self._collect_identifiers)
         return self._identifiers
 
     def _lowered_identifiers(self) -> list[str]:
@@ -116,7 +117,7 @@ class Speller:
     def _cached(self, kind: str, collect: Callable[[], list[str]]) -> list[str]:
         if self.cache is None:
             return _packed("\n".join(collect()))
-        path = self.cache / f"{kind}-{self.revision}.txt"
+        path = word_list_path(self.cache, kind, self.revision)
         if path in _LOADED:
             return _LOADED[path]
         if len(_LOADED) >= LOADED_FILES:
@@ -130,11 +131,9 @@ class Speller:
         words = _LOADED[path] = _packed(text)
         try:
             self.cache.mkdir(parents=True, exist_ok=True)
-            for old in self.cache.glob(f"{kind}-*.txt"):
-                old.unlink(missing_ok=True)
             temporary = path.with_suffix(f".tmp{os.getpid()}")
             temporary.write_text(text, encoding="utf-8")
-            os.replace(temporary, path)
+            install_word_list(temporary, self.cache, kind, self.revision)
         except OSError:
             pass  # a read-only cache only costs speed
         return words
@@ -155,12 +154,29 @@ class Speller:
     def _collect_identifiers(self) -> list[str]:
         found: set[str] = set()
         for (message,) in self.run("SELECT error_message FROM records"):
-            found.update(
-                name
-                for name in IDENTIFIER_RE.findall(message or "")
-                if len(name) >= MIN_IDENTIFIER_CHARS and IDENTIFIER_HINT_RE.search(name)
-            )
+            found.update(identifiers_in(message))
         return sorted(found)
+
+
+def identifiers_in(message: str | None) -> Iterator[str]:
+    """The identifiers of one message that a misspelt one is corrected against."""
+    for name in IDENTIFIER_RE.findall(message or ""):
+        if len(name) >= MIN_IDENTIFIER_CHARS and IDENTIFIER_HINT_RE.search(name):
+            yield name
+
+
+def word_list_path(cache: Path, kind: str, revision: str) -> Path:
+    """Where the `kind` word list ("vocabulary", "identifiers") of a revision is kept."""
+    return cache / f"{kind}-{revision}.txt"
+
+
+def install_word_list(written: Path, cache: Path, kind: str, revision: str) -> None:
+    """Rename a word list written in `cache` (one word a line) into place as the `kind` list
+    of `revision`; other revisions' lists of that kind go (only the newest is ever read).
+    OSError when the folder cannot take it."""
+    for old in cache.glob(f"{kind}-*.txt"):
+        old.unlink(missing_ok=True)
+    os.replace(written, word_list_path(cache, kind, revision))
 
 
 def _packed(text: str) -> list[str]:

@@ -4,6 +4,7 @@ cache folder at all."""
 
 from __future__ import annotations
 
+import json
 import re
 import sqlite3
 from pathlib import Path
@@ -80,4 +81,42 @@ def test_word_lists_are_the_same_collected_read_back_or_uncached(run: Any, tmp_p
             "cache",
             "backend_per_kind",
         ]
+    spelling._LOADED.clear()
+
+
+def test_an_import_leaves_the_identifiers_list_its_build_collected(
+    invoke: Any, db_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The build beside an import reads every message anyway: the identifiers it collects are
+    the list a misspelt search would collect (12 s at 1M records), word for word."""
+    from kb.config import cache_dir_for
+    from kb.knowledge import KnowledgeBase
+    from tests.conftest import corpus_records
+
+    records = corpus_records()
+    source = tmp_path / "records.jsonl"
+    source.write_text("".join(json.dumps(r) + "\n" for r in records))
+    assert invoke("import", str(source)).exit_code == 0
+    with KnowledgeBase(str(db_path)) as kb:
+        revision = kb.revision()
+    cache = cache_dir_for(f"sqlite:///{db_path.resolve()}")
+    written = (cache / f"identifiers-{revision}.txt").read_text(encoding="utf-8").splitlines()
+    con = sqlite3.connect(db_path)
+    spelling._LOADED.clear()
+    collected = Speller(
+        lambda sql, *params: con.execute(sql, *params).fetchall(), known=lambda term: False
+    ).identifiers()
+    con.close()
+    assert written == collected and len(written) > 20
+    assert not list(cache.glob(".matcher-import-*"))  # both of the child's files were moved
+
+    def collect(self: Speller) -> list[str]:
+        raise AssertionError("the list is read from the cache folder, not collected")
+
+    monkeypatch.setattr(Speller, "_collect_identifiers", collect)
+    identifier = max(written, key=len)
+    misspelt = identifier[:5] + identifier[6:]  # a letter left out: no record has it
+    result = invoke("search", misspelt, "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["didYouMean"] == identifier
     spelling._LOADED.clear()

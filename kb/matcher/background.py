@@ -116,7 +116,20 @@ class BackgroundBuild:
         except OSError:
             self.abandon()
             return False
+        self._install_identifiers(committed_revision)
         return True
+
+    def _install_identifiers(self, revision: str) -> None:
+        """The identifiers list the child collected, kept for kb search (kb.spelling): the
+        first misspelt search after an import then reads it instead of every message (12 s
+        at 1M records); without it, that search collects it as before."""
+        from kb.spelling import IDENTIFIERS, install_word_list
+
+        written = identifiers_path(self.path)
+        try:
+            install_word_list(written, self.cache_dir, IDENTIFIERS, revision)
+        except OSError:
+            written.unlink(missing_ok=True)
 
     def abandon(self) -> None:
         """Stop the child and remove its file."""
@@ -130,6 +143,7 @@ class BackgroundBuild:
                 child.kill()
             child.wait()
         self.path.unlink(missing_ok=True)
+        identifiers_path(self.path).unlink(missing_ok=True)
 
     def _write(self, data: bytes) -> None:
         child = self._child
@@ -163,8 +177,10 @@ def _batches(stream: IO[bytes]) -> Iterator[list[tuple[Any, ...]]]:
     raise EOFError("the import stopped before its last row")
 
 
-def _sources(stream: IO[bytes]) -> Iterator[Any]:
+def _sources(stream: IO[bytes], identifiers: set[str]) -> Iterator[Any]:
+    """The records' build sources; the identifiers of their messages go into `identifiers`."""
     from kb.matcher.build import PatternSource, raising_function
+    from kb.spelling import identifiers_in
 
     for batch in _batches(stream):
         for (
@@ -180,6 +196,7 @@ def _sources(stream: IO[bytes]) -> Iterator[Any]:
             source_start,
             documentation,
         ) in batch:
+            identifiers.update(identifiers_in(error_message))
             yield PatternSource(
                 id=record_id,
                 repo=repo,
@@ -200,16 +217,27 @@ def _sources(stream: IO[bytes]) -> Iterator[Any]:
 
 
 def main(argv: list[str]) -> int:
-    """The child: rows from stdin, the cache file written to argv[0] for revision argv[1]."""
+    """The child: rows from stdin, the cache file written to argv[0] for revision argv[1], and
+    the messages' identifiers (kb search's "did you mean") beside it."""
     from kb.matcher.build import write_cache_file
 
     path, revision = Path(argv[0]), argv[1]
+    identifiers: set[str] = set()
     try:
-        write_cache_file(_sources(sys.stdin.buffer), path, revision)
+        write_cache_file(_sources(sys.stdin.buffer, identifiers), path, revision)
+        # no fsync: a list lost in a crash is collected again by the search that needs it
+        identifiers_path(path).write_text("\n".join(sorted(identifiers)), encoding="utf-8")
     except BaseException:
         path.unlink(missing_ok=True)
+        identifiers_path(path).unlink(missing_ok=True)
         raise
     return 0
+
+
+def identifiers_path(path: Path) -> Path:
+    """Where the child writes the identifiers list beside the cache file at `path` (a name
+    kb.matcher.lock takes for a leftover of a killed import too)."""
+    return path.with_name(path.name.removesuffix(TMP_SUFFIX) + "-identifiers" + TMP_SUFFIX)
 
 
 if __name__ == "__main__":
