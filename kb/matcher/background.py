@@ -225,12 +225,13 @@ def main(argv: list[str]) -> int:
     identifiers: set[str] = set()
     try:
         write_cache_file(_sources(sys.stdin.buffer, identifiers), path, revision)
-        # no fsync: a list lost in a crash is collected again by the search that needs it
-        identifiers_path(path).write_text("\n".join(sorted(identifiers)), encoding="utf-8")
     except BaseException:
         path.unlink(missing_ok=True)
-        identifiers_path(path).unlink(missing_ok=True)
         raise
+    try:  # no fsync: a list lost in a crash is collected again by the search that needs it
+        identifiers_path(path).write_text("\n".join(sorted(identifiers)), encoding="utf-8")
+    except OSError:  # the index is what counts: without the list, a search collects it
+        identifiers_path(path).unlink(missing_ok=True)
     return 0
 
 
