@@ -28,6 +28,8 @@ import sys
 import time
 from pathlib import Path
 
+import search_sealed
+
 HERE = Path(__file__).resolve().parent
 DEFAULT_CORPUS = HERE.parent.parent / "shared" / "corpus"
 
@@ -78,6 +80,12 @@ def main() -> None:
     parser.add_argument("--cold-runs", type=int, default=5)
     parser.add_argument("--db", type=Path, help="an existing database to search")
     parser.add_argument("--against", type=Path, help="a second database, searched in turns")
+    parser.add_argument(
+        "--sealed",
+        action="store_true",
+        help="the sealed queries of search_sealed.py (made from --corpus) instead of QUERIES",
+    )
+    parser.add_argument("--seed", type=int, help="with --sealed: another sealed set")
     parser.add_argument("--baseline", type=Path, help="another checkout's kb, searched in turns")
     parser.add_argument(
         "--first",
@@ -101,9 +109,17 @@ def main() -> None:
 
     kb = KnowledgeBase(str(db))
     records = kb.stats()["records"]
+    queries = QUERIES
+    seed = args.seed or search_sealed.DEFAULT_SEED
+    answers: dict[str, tuple[str, str]] = {}  # sealed query -> (its kind, its record's id)
+    if args.sealed:
+        made = search_sealed.sealed_queries(args.corpus, seed)
+        queries = [q.text for q in made]
+        answers = {q.text: (q.kind, q.record_id) for q in made}
     rows = []
     all_times: list[float] = []
-    for query in QUERIES:
+    found_by_kind: dict[str, list[bool]] = {}
+    for query in queries:
         kb.search(query)  # warm the page cache and the vocabulary path once
         times = []
         for _ in range(args.repeats):
@@ -111,10 +127,16 @@ def main() -> None:
             response = kb.search(query)
             times.append((time.perf_counter() - started) * 1000)
         all_times += times
-        rows.append((query, *median_p95(times), response.total, response.method))
+        method = response.method
+        if query in answers:
+            kind, record_id = answers[query]
+            found = record_id in [r.id for r in response.results[: search_sealed.FOUND_WITHIN]]
+            found_by_kind.setdefault(kind, []).append(found)
+            method = f"{method}, {kind}, own record {'found' if found else 'not found'}"
+        rows.append((query, *median_p95(times), response.total, method))
 
     cold = []
-    for query in QUERIES[: args.cold_runs]:
+    for query in queries[: args.cold_runs]:
         started = time.perf_counter()
         subprocess.run(
             [sys.executable, "-m", "kb", "--db", str(db), "search", query],
@@ -128,13 +150,21 @@ def main() -> None:
         subprocess.run([sys.executable, "-c", "pass"], check=True)
         python_start.append(time.perf_counter() - started)
 
-    print(f"# Search benchmark: {records:,} records, {args.repeats} repeats a query\n")
+    title = f"the sealed set of seed {seed}" if args.sealed else "QUERIES"
+    print(f"# Search benchmark: {records:,} records, {title}, {args.repeats} repeats a query\n")
     print("| query | median ms | p95 ms | total hits | method |")
     print("|---|---:|---:|---:|---|")
     for query, median, p95, total, method in rows:
         print(f"| `{query}` | {median:.1f} | {p95:.1f} | {total:,} | {method} |")
     overall_median, overall_p95 = median_p95(all_times)
     print(f"\nAll queries, warm: median {overall_median:.1f} ms, p95 {overall_p95:.1f} ms")
+    if found_by_kind:
+        found_in = ", ".join(
+            f"{kind} {sum(found)}/{len(found)}" for kind, found in found_by_kind.items()
+        )
+        every = [f for found in found_by_kind.values() for f in found]
+        within = search_sealed.FOUND_WITHIN
+        print(f"Own record within the first {within}: {sum(every)} of {len(every)} ({found_in})")
     if cold:  # --cold-runs 0: warm figures alone
         print(
             f"Cold `kb search` (new process): median {statistics.median(cold):.3f} s; "

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from kb.distinct import any_case, short_named
 from kb.query import (
     MAX_QUERY_CHARS,
     CommonWords,
@@ -200,6 +201,7 @@ class Searcher:
         self.run = runner.rows
         self.fts = runner.fts
         self.tsvector = runner.dialect == "postgresql"
+        self.cache, self.revision = cache, revision  # kb.distinct's lists are kept per revision
         # "did you mean": its word lists kept in `cache` between runs, per revision
         self.speller = Speller(self.run, self._known, cache, revision)
         self.common = CommonWords(self.run, revision, cache)  # words bm25 need not rank by
@@ -346,10 +348,7 @@ class Searcher:
             f"SELECT DISTINCT {column} FROM {table} WHERE {column} IN ({marks})", variants
         )
         if not rows:
-            rows = self.run(
-                f"SELECT DISTINCT {column} FROM {table} WHERE lower({column}) = ?",
-                [typed.lower()],
-            )
+            return any_case(self.run, table, column, typed, self.revision, self.cache)
         return tuple(sorted(str(row[0]) for row in rows))
 
     def _repos(self, typed: str) -> tuple[str, ...]:
@@ -358,11 +357,7 @@ class Searcher:
         exact = self._stored("records", "repo", typed)
         if exact or "/" in typed:
             return exact
-        rows = self.run(
-            "SELECT DISTINCT repo FROM records WHERE lower(repo) LIKE ? ESCAPE '\\'",
-            ["%/" + like_escape(typed.lower())],
-        )
-        return tuple(sorted(str(row[0]) for row in rows))
+        return short_named(self.run, "records", "repo", typed, self.revision, self.cache)
 
     def _classes(self, typed: str, scope: Scope) -> tuple[str, ...]:
         """An error class whatever the case, or by its qualified name: records keep the last
