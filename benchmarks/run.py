@@ -17,7 +17,9 @@ the baselines in the same run:
            import elsewhere (no local cache: it builds the index), and warm (library call) of
            paste.log and big.log, against rg, the naive `re` loop and a raw Hyperscan scan,
            all on kb's prepared patterns (benchmarks/peers.py)
-  search   warm library calls and cold `kb search` on bench_search.QUERIES
+  search   warm library calls on bench_search.QUERIES (the development queries) and on a
+           sealed set drawn by benchmarks/search_sealed.py's rule (the verdict's), cold
+           `kb search` on the first five QUERIES
 and writes benchmarks/RESULTS.md (benchmarks/tables.py) with the machine, date, commit and the
 peers' versions. Everything big lives in --out (benchmarks/out/, gitignored). Peak RSS comes
 from /usr/bin/time (%M) so that the parent's own memory never counts.
@@ -49,6 +51,7 @@ import answers  # noqa: E402
 import bench_search  # noqa: E402
 import peers  # noqa: E402
 import scale_corpus  # noqa: E402
+import search_sealed  # noqa: E402
 from bench_import import PARSE_ONLY  # noqa: E402
 from harness import KB, PY, ROOT, Sample, cache_dir, db_sizes, not_run, repeat, rm_db, timed  # noqa: E402
 from tables import RunInfo, render  # noqa: E402
@@ -91,16 +94,16 @@ for name, runs in (("paste", 15), ("big", 3)):
         report = kb.match(path)
         times.append(time.perf_counter() - t)
     out[name] = [statistics.median(times), len(report.matches)]
-queries = json.loads(sys.argv[4])
-times = []
-for q in queries:
-    kb.search(q)
-    for _ in range(10):
-        t = time.perf_counter()
+for name, queries in json.loads(sys.argv[4]).items():
+    times = []
+    for q in queries:
         kb.search(q)
-        times.append(time.perf_counter() - t)
-times.sort()
-out["search"] = [statistics.median(times), times[int(0.95 * len(times))]]
+        for _ in range(10):
+            t = time.perf_counter()
+            kb.search(q)
+            times.append(time.perf_counter() - t)
+    times.sort()
+    out[name] = [statistics.median(times), times[int(0.95 * len(times))]]
 print(json.dumps(out))
 """
 
@@ -147,7 +150,9 @@ def measure_import(
     return res
 
 
-def measure_match(db: Path, runs: int, count: int, log: Callable[[str], None]) -> dict[str, Any]:
+def measure_match(
+    db: Path, runs: int, count: int, sealed: list[str], log: Callable[[str], None]
+) -> dict[str, Any]:
     res: dict[str, Any] = {}
     match = [*KB, "--db", str(db), "match", "--json"]
     log(f"{count}: cold kb match")
@@ -173,7 +178,8 @@ def measure_match(db: Path, runs: int, count: int, log: Callable[[str], None]) -
     res["passed"] = res["first_same"] and all(c.passed for c in res["checks"])
 
     log(f"{count}: warm kb match and search")
-    warm = timed([PY, "-c", WARM, str(db), str(PASTE), str(BIG), json.dumps(bench_search.QUERIES)])
+    queries = {"search": bench_search.QUERIES, "search_sealed": sealed}
+    warm = timed([PY, "-c", WARM, str(db), str(PASTE), str(BIG), json.dumps(queries)])
     res["warm"] = json.loads(warm.stdout)
     res["warm_rss"] = warm.mb
     queries = bench_search.QUERIES[:5]
@@ -226,7 +232,7 @@ def bench_size(count: int, args: argparse.Namespace, log: Callable[[str], None])
     db = args.out / f"kb-{count}.sqlite3"
     res: dict[str, Any] = {"count": count, "runs": runs, "gz_mb": corpus.stat().st_size / 1e6}
     res.update(measure_import(count, corpus, db, runs, log))
-    res.update(measure_match(db, runs, count, log))
+    res.update(measure_match(db, runs, count, args.sealed_queries, log))
     for c in res["checks"]:
         log(f"{count}: {c.log}: {c.summary()}")
     res.update(measure_peers(db, count, args, log))
@@ -255,6 +261,13 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--out", type=Path, default=HERE / "out", help="corpora and databases")
     parser.add_argument("--results", type=Path, default=HERE / "RESULTS.md")
+    parser.add_argument(
+        "--search-seed",
+        type=int,
+        help="the seed of the sealed search queries (benchmarks/search_sealed.py); by default "
+        "the run's date, so that each run's search verdict comes from queries no change to "
+        "kb was made for",
+    )
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     args.rg = peers.find_rg()
@@ -263,6 +276,8 @@ def main() -> None:
     if args.with_1m and MILLION not in sizes:
         sizes.append(MILLION)
     started = datetime.now(UTC)
+    args.search_seed = args.search_seed or int(started.strftime("%Y%m%d"))
+    args.sealed_queries = [q.text for q in search_sealed.sealed_queries(CORPUS, args.search_seed)]
     t0 = time.perf_counter()
     compileall.compile_dir(ROOT / "kb", quiet=1, force=True)
     command = shlex.join([".venv/bin/python", "benchmarks/run.py", *sys.argv[1:]])
@@ -287,6 +302,8 @@ def main() -> None:
             sqlite_utils=peers.sqlite_utils_version(),
             hyperscan=importlib.metadata.version("hyperscan"),
             big_log=BIG,
+            search_seed=args.search_seed,
+            search_sealed=len(args.sealed_queries),
         )
         args.results.write_text(render(results, info, failures))
     log(f"wrote {args.results}")

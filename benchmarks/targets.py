@@ -65,7 +65,8 @@ def _big_mb_s(r: dict[str, Any], big_mb: float) -> float | None:
 
 
 def _search_ms(which: int) -> Figure:
-    return lambda r, _mb: r["warm"]["search"][which] * 1000
+    # the sealed set's: the development queries are those kb's search was tuned on
+    return lambda r, _mb: r["warm"]["search_sealed"][which] * 1000
 
 
 def _correct(r: dict[str, Any], _mb: float) -> float:
@@ -114,10 +115,20 @@ TARGETS: Final = (
         digits=0,
     ),
     Target(
-        "search, warm: median under 20 ms", MILLION, _search_ms(0), below=20.0, unit=" ms", digits=1
+        "search, warm: median under 20 ms (sealed queries)",
+        MILLION,
+        _search_ms(0),
+        below=20.0,
+        unit=" ms",
+        digits=1,
     ),
     Target(
-        "search, warm: p95 under 100 ms", MILLION, _search_ms(1), below=100.0, unit=" ms", digits=1
+        "search, warm: p95 under 100 ms (sealed queries)",
+        MILLION,
+        _search_ms(1),
+        below=100.0,
+        unit=" ms",
+        digits=1,
     ),
     Target(
         "cold `kb match` of paste.log under 0.5 s",

@@ -48,7 +48,7 @@ def _size(count: int, **over: Any) -> dict[str, Any]:
         "kb_cli_import": _run(71.5, 239.0),
         "cold_paste": _run(0.377),
         "cold_big": _run(1.06, 108.0),
-        "warm": {"search": [0.0107, 0.0371]},
+        "warm": {"search": [0.0052, 0.0301], "search_sealed": [0.0107, 0.0371]},
     }
     r.update(over)
     return r
@@ -73,7 +73,11 @@ def test_each_target_is_judged_on_its_own_size_and_bound() -> None:
         "21 MB/s",
         "not met",
     )
-    assert found["search, warm: median under 20 ms"] == ("1,000,000 records", "10.7 ms", "met")
+    assert found["search, warm: median under 20 ms (sealed queries)"] == (
+        "1,000,000 records",
+        "10.7 ms",
+        "met",
+    )
     assert found["`kb import` peak RSS under 300 MB"][1:] == ("239 MB", "met")
 
 
@@ -107,3 +111,14 @@ def test_correctness_fails_when_one_size_failed() -> None:
 def test_one_bad_size_fails_a_target_of_every_size() -> None:
     found = _by_text([_size(69_652), _size(150_000, cold_big=_run(1.0, 450.0))])
     assert found["cold `kb match` of big.log: peak RSS under 400 MB"][2] == "not met"
+
+
+def test_search_is_judged_on_the_sealed_queries_not_the_development_ones() -> None:
+    """The development queries are those kb's search was tuned on: fast there proves little."""
+    slow_sealed = {"search": [0.005, 0.030], "search_sealed": [0.009, 0.1335]}
+    found = _by_text([_size(MILLION, warm=slow_sealed)])
+    assert found["search, warm: p95 under 100 ms (sealed queries)"] == (
+        "1,000,000 records",
+        "133.5 ms",
+        "not met",
+    )
