@@ -32,24 +32,25 @@ def values(run: Rows, table: str, column: str, revision: str, cache: Path | None
         return kept
     if len(_KEPT) >= KEPT_LISTS:
         _KEPT.clear()
+    if cache is None:
+        found = _KEPT[key] = _collect(run, table, column)
+        return found
     kind = f"values-{table}.{column}"
-    path = word_list_path(cache, kind, revision) if cache is not None else None
+    path = word_list_path(cache, kind, revision)
     try:
-        if path is not None:
-            text = path.read_text(encoding="utf-8")
-            _KEPT[key] = text.split("\n") if text else []
-            return _KEPT[key]
+        text = path.read_text(encoding="utf-8")
+        found = _KEPT[key] = text.split("\n") if text else []
+        return found
     except OSError:
-        pass
+        pass  # not kept yet for this revision
     found = _KEPT[key] = _collect(run, table, column)
-    if cache is not None and path is not None:
-        try:
-            cache.mkdir(parents=True, exist_ok=True)
-            written = path.with_suffix(f".tmp{os.getpid()}")
-            written.write_text("\n".join(found), encoding="utf-8")
-            install_word_list(written, cache, kind, revision)
-        except OSError:
-            pass  # a read-only cache folder only costs speed
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+        written = path.with_suffix(f".tmp{os.getpid()}")
+        written.write_text("\n".join(found), encoding="utf-8")
+        install_word_list(written, cache, kind, revision)
+    except OSError:
+        pass  # a read-only cache folder only costs speed
     return found
 
 
