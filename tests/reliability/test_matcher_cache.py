@@ -250,15 +250,15 @@ def test_a_damaged_copy_in_the_database_is_replaced_by_the_rebuild(
     else:
         damage_tables(local)
     store_copy(db_path, local.read_bytes())
-    for _ in range(2):  # as on a new machine each time: no cache, so the stored copy is fetched
+    for attempt in range(2):  # as on a new machine each time: no cache, the stored copy fetched
         local.unlink(missing_ok=True)
         result = seeded("match", "--json", input=SEED_LINE + "\n")
         assert result.exit_code == 0, result.stderr
         assert matched_ids(result) == [SEED_ID]
-        if _ == 0 and damage != "random":  # a header that does not open is never trusted
+        if attempt == 0 and damage != "random":  # a header that does not open is never trusted
             assert "is damaged" in result.stderr and "rebuilding it" in result.stderr
-        if _ == 1:
-            assert result.stderr == ""
+        if attempt == 1:
+            assert result.stderr == ""  # the rebuilt copy was stored: nothing damaged now
     assert stored_copy(db_path) == local.read_bytes()
 
 
