@@ -178,8 +178,8 @@ def measure_match(
     res["passed"] = res["first_same"] and all(c.passed for c in res["checks"])
 
     log(f"{count}: warm kb match and search")
-    queries = {"search": bench_search.QUERIES, "search_sealed": sealed}
-    warm = timed([PY, "-c", WARM, str(db), str(PASTE), str(BIG), json.dumps(queries)])
+    search_sets = {"search": bench_search.QUERIES, "search_sealed": sealed}
+    warm = timed([PY, "-c", WARM, str(db), str(PASTE), str(BIG), json.dumps(search_sets)])
     res["warm"] = json.loads(warm.stdout)
     res["warm_rss"] = warm.mb
     queries = bench_search.QUERIES[:5]

@@ -72,9 +72,9 @@ def _records(corpus: Path) -> Iterator[dict[str, Any]]:
             yield value.get("record", value)
 
 
-def _message_words(record: dict[str, Any]) -> list[str]:
-    """The message's words outside its placeholders (what a person can copy from a log)."""
-    return WORD_RE.findall(PLACEHOLDER_RE.sub(" ", record.get("errorMessage") or ""))
+def _message(record: dict[str, Any]) -> str:
+    """The message outside its placeholders (what a person can copy from a log)."""
+    return PLACEHOLDER_RE.sub(" ", record.get("errorMessage") or "")
 
 
 def _run(words: list[str], size: int, rng: random.Random) -> list[str]:
@@ -85,7 +85,8 @@ def _run(words: list[str], size: int, rng: random.Random) -> list[str]:
 
 
 def _query(kind: str, record: dict[str, Any], rng: random.Random) -> str | None:
-    words = _message_words(record)
+    message = _message(record)
+    words = WORD_RE.findall(message)
     if kind == "id":
         return str(record["id"])
     if kind == "words":
@@ -99,7 +100,6 @@ def _query(kind: str, record: dict[str, Any], rng: random.Random) -> str | None:
         run = _run(words, 3, rng)
         return f'"{" ".join(run)}"' if len(run) == 3 else None
     if kind == "misspelt identifier":
-        message = PLACEHOLDER_RE.sub(" ", record.get("errorMessage") or "")
         names = [name for name in IDENTIFIER_RE.findall(message) if len(name) >= 8]
         if not names:
             return None

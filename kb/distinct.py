@@ -6,12 +6,11 @@ search of a dotted name that is no class as typed)."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
-from kb.spelling import install_word_list, word_list_path
+from kb.spelling import kept_text
 
 # (cache folder, revision, table, column) -> the values; a server's threads share it. Small:
 # 827 classes, 56 repositories and 7,983 tags at a million records.
@@ -35,22 +34,10 @@ def values(run: Rows, table: str, column: str, revision: str, cache: Path | None
     if cache is None:
         found = _KEPT[key] = _collect(run, table, column)
         return found
-    kind = f"values-{table}.{column}"
-    path = word_list_path(cache, kind, revision)
-    try:
-        text = path.read_text(encoding="utf-8")
-        found = _KEPT[key] = text.split("\n") if text else []
-        return found
-    except OSError:
-        pass  # not kept yet for this revision
-    found = _KEPT[key] = _collect(run, table, column)
-    try:
-        cache.mkdir(parents=True, exist_ok=True)
-        written = path.with_suffix(f".tmp{os.getpid()}")
-        written.write_text("\n".join(found), encoding="utf-8")
-        install_word_list(written, cache, kind, revision)
-    except OSError:
-        pass  # a read-only cache folder only costs speed
+    text = kept_text(
+        cache, f"values-{table}.{column}", revision, lambda: _collect(run, table, column)
+    )
+    found = _KEPT[key] = text.split("\n") if text else []
     return found
 
 

@@ -122,20 +122,7 @@ class Speller:
             return _LOADED[path]
         if len(_LOADED) >= LOADED_FILES:
             _LOADED.clear()
-        try:
-            _LOADED[path] = _packed(path.read_text(encoding="utf-8"))
-            return _LOADED[path]
-        except OSError:
-            pass
-        text = "\n".join(collect())
-        words = _LOADED[path] = _packed(text)
-        try:
-            self.cache.mkdir(parents=True, exist_ok=True)
-            temporary = path.with_suffix(f".tmp{os.getpid()}")
-            temporary.write_text(text, encoding="utf-8")
-            install_word_list(temporary, self.cache, kind, self.revision)
-        except OSError:
-            pass  # a read-only cache only costs speed
+        words = _LOADED[path] = _packed(kept_text(self.cache, kind, self.revision, collect))
         return words
 
     def _collect_vocabulary(self) -> list[str]:
@@ -168,6 +155,25 @@ def identifiers_in(message: str | None) -> Iterator[str]:
 def word_list_path(cache: Path, kind: str, revision: str) -> Path:
     """Where the `kind` word list ("vocabulary", "identifiers") of a revision is kept."""
     return cache / f"{kind}-{revision}.txt"
+
+
+def kept_text(cache: Path, kind: str, revision: str, collect: Callable[[], list[str]]) -> str:
+    """The `kind` list of `revision`, one word a line, as read from the cache folder, else
+    collected and kept there (a folder that cannot take it only costs speed)."""
+    path = word_list_path(cache, kind, revision)
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError:
+        pass  # not kept yet for this revision
+    text = "\n".join(collect())
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+        temporary = path.with_suffix(f".tmp{os.getpid()}")
+        temporary.write_text(text, encoding="utf-8")
+        install_word_list(temporary, cache, kind, revision)
+    except OSError:
+        pass
+    return text
 
 
 def install_word_list(written: Path, cache: Path, kind: str, revision: str) -> None:
