@@ -95,11 +95,14 @@ def main() -> None:
     )
     args = parser.parse_args()
     db = args.db or ensure_db(args.corpus, args.out)
+    seed = args.seed or search_sealed.DEFAULT_SEED
+    made = search_sealed.sealed_queries(args.corpus, seed) if args.sealed else []
+    queries = [q.text for q in made] if args.sealed else QUERIES
     if args.baseline and args.first:
-        compare_first(db, args.baseline, args.first)
+        compare_first(db, args.baseline, args.first, queries)
         return
     if args.baseline:
-        compare_code(db, args.baseline, args.repeats)
+        compare_code(db, args.baseline, args.repeats, queries)
         return
     if args.against:
         compare(db, args.against, args.repeats)
@@ -109,13 +112,8 @@ def main() -> None:
 
     kb = KnowledgeBase(str(db))
     records = kb.stats()["records"]
-    queries = QUERIES
-    seed = args.seed or search_sealed.DEFAULT_SEED
-    answers: dict[str, tuple[str, str]] = {}  # sealed query -> (its kind, its record's id)
-    if args.sealed:
-        made = search_sealed.sealed_queries(args.corpus, seed)
-        queries = [q.text for q in made]
-        answers = {q.text: (q.kind, q.record_id) for q in made}
+    # sealed query -> (its kind, its record's id)
+    answers: dict[str, tuple[str, str]] = {q.text: (q.kind, q.record_id) for q in made}
     rows = []
     all_times: list[float] = []
     found_by_kind: dict[str, list[bool]] = {}
@@ -232,8 +230,12 @@ for line in sys.stdin:
 class Worker:
     def __init__(self, db: Path, source: Path) -> None:
         env = dict(os.environ, PYTHONPATH=str(source))
+        if not db.is_file():  # kb would make an empty database, and find nothing in it
+            raise SystemExit(f"bench_search: {db}: no such database")
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", WORKER, str(db)],
+            # resolved: the worker runs in the checkout's folder, where a relative path
+            # named another (new, empty) database
+            [sys.executable, "-c", WORKER, str(db.resolve())],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -259,14 +261,14 @@ class Worker:
         self.proc.wait()
 
 
-def compare_code(db: Path, baseline: Path, repeats: int) -> None:
+def compare_code(db: Path, baseline: Path, repeats: int, queries: list[str]) -> None:
     """Warm searches of one database by two checkouts' kb in turns: medians, p95s, ratios."""
     workers = [Worker(db, HERE.parent), Worker(db, baseline.resolve())]
     names = ("this checkout", f"baseline {baseline}")
     times: list[list[float]] = [[], []]
     per_query: list[tuple[str, float, float]] = []
     differ = []
-    for query in QUERIES:
+    for query in queries:
         answers = [worker.search(query)["answer"] for worker in workers]  # warm once
         if answers[0] != answers[1]:
             differ.append((query, answers))
@@ -280,7 +282,7 @@ def compare_code(db: Path, baseline: Path, repeats: int) -> None:
         per_query.append((query, statistics.median(mine[0]), statistics.median(mine[1])))
     for worker in workers:
         worker.close()
-    print(f"# Search, warm, {len(QUERIES)} queries x {repeats}, two kb versions in turns\n")
+    print(f"# Search, warm, {len(queries)} queries x {repeats}, two kb versions in turns\n")
     print(f"database {db}, {workers[0].hello['records']:,} records\n")
     print_per_query(per_query)
     stats = [median_p95(out) for out in times]
@@ -297,7 +299,7 @@ def compare_code(db: Path, baseline: Path, repeats: int) -> None:
         print(f"- `{query}`: this {this}; baseline {base}")
 
 
-def compare_first(db: Path, baseline: Path, rounds: int) -> None:
+def compare_first(db: Path, baseline: Path, rounds: int, queries: list[str]) -> None:
     """First searches: each round, each checkout (which goes first alternates) in a new
     process with no phrase counts kept in the cache folder (kb/query.py PhraseCounts), one
     search of an unrelated query to open the database, then each query once: what the first
@@ -313,12 +315,13 @@ def compare_first(db: Path, baseline: Path, rounds: int) -> None:
                 counts.unlink()
             worker = Worker(db, sources[index])
             worker.search("opening the database first")
-            for query in QUERIES:
+            for query in queries:
                 ms = float(worker.search(query)["ms"])  # type: ignore[arg-type]
                 times[index].setdefault(query, []).append(ms)
             worker.close()
-    print(f"# Search, first time, {len(QUERIES)} queries, {rounds} rounds, new processes\n")
-    print_per_query([(query, *(statistics.median(t[query]) for t in times)) for query in QUERIES])
+    print(f"# Search, first time, {len(queries)} queries, {rounds} rounds, new processes\n")
+    medians = [(statistics.median(times[0][q]), statistics.median(times[1][q])) for q in queries]
+    print_per_query([(query, *pair) for query, pair in zip(queries, medians, strict=True)])
     stats = [median_p95([ms for values in t.values() for ms in values]) for t in times]
     print(
         f"\nthis: median {stats[0][0]:.1f} ms, p95 {stats[0][1]:.1f} ms; "
