@@ -22,6 +22,11 @@ MAX_TERMS: Final = 40  # FTS cost grows with terms; the first 40 words carry the
 # below this many characters a "phrase" is a word, which bm25 ranks well on its own.
 MIN_PHRASE_CHARS: Final = 4
 TERM_RE: Final = re.compile(r'"([^"]*)"?|(\S+)')
+# The characters of a word, in a GLOB's class, for a message SQLite's lower() made lower
+# case: ASCII letters and digits, "_", and every character past ASCII (lower() leaves their
+# case alone). FTS5's unicode61 splits words at "_" too, so a message holding a phrase with
+# a word character either side holds it in FTS5's words as well (kb.broad relies on it).
+GLOB_WORD: Final = "0-9a-z_\u0080-\U0010ffff"
 
 # bm25 ranks a query's records without the words that at least this share of the records hold
 # (the records must still hold them): FTS5's idf, log((N - n + 0.5) / (n + 0.5)), is floored at
@@ -337,16 +342,75 @@ def order_by(order: Sequence[tuple[str, list[Any]]]) -> tuple[str, list[Any]]:
     return "".join(f"{sql}, " for sql, _ in order), [p for _, params in order for p in params]
 
 
-def phrase_first(query: str) -> list[tuple[str, list[Any]]]:
-    """Records whose message holds the query whole (or every "quoted phrase" of it), whatever
-    the case, rank first: a quoted message should find its record above related ones."""
+def message_phrases(query: str) -> list[str]:
+    """What a record's message must hold whole to rank first: every "quoted phrase" of the
+    query, else the query itself; lower case, spaces made single, none shorter than
+    MIN_PHRASE_CHARS."""
     quoted = [m.group(1) for m in TERM_RE.finditer(query) if m.group(1) is not None]
     phrases = [" ".join(p.lower().split()) for p in (quoted or [query])]
-    phrases = [p for p in phrases if len(p) >= MIN_PHRASE_CHARS]
+    return [p for p in phrases if len(p) >= MIN_PHRASE_CHARS]
+
+
+def phrase_held(phrases: Sequence[str], dialect: str = "sqlite") -> tuple[str, list[Any]]:
+    """SQL on `records r` that is true where the message holds every phrase as whole words
+    (not "should be a" in "should be able"), whatever the case, and its parameters: a GLOB
+    on SQLite, a regular expression on PostgreSQL, a LIKE (text anywhere) elsewhere."""
+    if dialect == "postgresql":
+        sql = " AND ".join("lower(r.error_message) ~ ?" for _ in phrases)
+        return sql, [_word_regex(p) for p in phrases]
+    if dialect != "sqlite":
+        sql = " AND ".join("lower(r.error_message) LIKE ? ESCAPE '\\'" for _ in phrases)
+        return sql, [f"%{like_escape(p)}%" for p in phrases]
+    # The LIKE first: it skips to the phrase's first letter, where the GLOB's class tries
+    # every place. Spaces around the message: a phrase at its start or end has a non-word
+    # beside it too.
+    sql = " AND ".join(
+        "lower(r.error_message) LIKE ? ESCAPE '\\' "
+        "AND (' ' || lower(r.error_message) || ' ') GLOB ?"
+        for _ in phrases
+    )
+    return sql, [value for p in phrases for value in (f"%{like_escape(p)}%", _word_glob(p))]
+
+
+def held_word_for_word(phrases: Sequence[str], within: str) -> str | None:
+    """The FTS5 expression of the records of `within` whose message holds every phrase's
+    words side by side: every record phrase_held holds (its words are FTS5's tokens, side
+    by side), and a few more (other punctuation between them, other endings); None for a
+    phrase with no word."""
+    if not phrases or not all(WORD_RE.search(p) for p in phrases):
+        return None
+    worded = " AND ".join("{error_message} : " + fts_phrase(p) for p in phrases)
+    return f"({within}) AND {worded}"
+
+
+def _is_word(char: str) -> bool:
+    return not char.isascii() or char.isalnum() or char == "_"
+
+
+def _word_glob(phrase: str) -> str:
+    """The GLOB of a lower-case message (spaces around it) that holds the phrase whole: a
+    character that is no GLOB_WORD beside each end that is a word's."""
+    text = re.sub(r"[*?\[]", lambda m: f"[{m.group()}]", phrase)
+    before = f"*[^{GLOB_WORD}]" if _is_word(phrase[0]) else "*"
+    after = f"[^{GLOB_WORD}]*" if _is_word(phrase[-1]) else "*"
+    return before + text + after
+
+
+def _word_regex(phrase: str) -> str:
+    """PostgreSQL's regular expression of a message that holds the phrase whole."""
+    before = "(^|[^[:alnum:]_])" if _is_word(phrase[0]) else ""
+    after = "($|[^[:alnum:]_])" if _is_word(phrase[-1]) else ""
+    return before + re.escape(phrase) + after
+
+
+def phrase_first(phrases: Sequence[str], dialect: str = "sqlite") -> list[tuple[str, list[Any]]]:
+    """Records whose message holds the query whole (or every "quoted phrase" of it, see
+    message_phrases and phrase_held) rank first: a quoted message should find its record
+    above related ones."""
     if not phrases:
         return []
-    holds = " AND ".join("lower(r.error_message) LIKE ? ESCAPE '\\'" for _ in phrases)
-    return [(f"(CASE WHEN {holds} THEN 0 ELSE 1 END)", [f"%{like_escape(p)}%" for p in phrases])]
+    sql, params = phrase_held(phrases, dialect)
+    return [(f"(CASE WHEN {sql} THEN 0 ELSE 1 END)", params)]
 
 
 def module_first(module: str) -> tuple[str, list[Any]]:

@@ -95,6 +95,7 @@ class OwnRanking:
     phrase_slots: list[int]
     slot_terms: list[str]
     most: int
+    count_first: bool = True  # the records are counted before (see sure_to_finish)
 
 
 def ranking_statement(
@@ -125,6 +126,13 @@ def worth_trying(most_found: float, most: int) -> bool:
     """Whether kb_bm25 may finish a query that finds `most_found` records at most (the
     sample's estimate), allowed to score `most`."""
     return most_found < HOPELESS * most
+
+
+def sure_to_finish(most_found: float, most: int) -> bool:
+    """Whether kb_bm25 is sure to finish a query that finds `most_found` records at most,
+    allowed to score `most`: else the searcher counts them first (a walk without scoring)
+    rather than risk scoring `most` of them for nothing."""
+    return most_found <= most
 
 
 def most_scored(walked: float) -> int:

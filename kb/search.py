@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from kb.broad import BROAD_RECORDS, Held, best_records
 from kb.distinct import any_case, short_named
 from kb.query import (
     MAX_QUERY_CHARS,
@@ -26,10 +27,13 @@ from kb.query import (
     fts_expression,
     fts_phrase,
     fts_rank_expression,
+    held_word_for_word,
     like_escape,
+    message_phrases,
     module_first,
     order_by,
     phrase_first,
+    phrase_held,
     rank_slots,
     selecting,
     terms_of,
@@ -42,6 +46,7 @@ from kb.ranking import (
     Slots,
     most_scored,
     ranking_statement,
+    sure_to_finish,
     worth_trying,
 )
 from kb.records import ID_RE
@@ -244,14 +249,14 @@ class Searcher:
             return SearchResponse([], 0, query, "none")
         else:
             query_words = query
-        order = [*phrase_first(query_words), *scope.order]
-        found = self._words(terms, scope, order, limit, "all")
+        phrases = message_phrases(query_words)
+        found = self._words(terms, scope, phrases, limit, "all")
         if found.total:
             found.query = query
             return found
         corrected = self.speller.correct(terms)
         if corrected != terms:
-            found = self._words(corrected, scope, order, limit, "all")
+            found = self._words(corrected, scope, phrases, limit, "all")
             if found.total:
                 found.query = query
                 found.corrected = " ".join(corrected)
@@ -265,7 +270,7 @@ class Searcher:
             for candidate, mode in tries:
                 if mode == "most" and len(candidate) > RELAX_MAX_TERMS:
                     continue
-                found = self._words(candidate, scope, order, limit, mode)
+                found = self._words(candidate, scope, phrases, limit, mode)
                 if found.total:
                     found.query = query
                     found.corrected = " ".join(candidate) if list(candidate) != terms else None
@@ -294,7 +299,7 @@ class Searcher:
                 # the message column only: a log line is a message, and the prose's common
                 # words cost the most to rank
                 expression = "{error_message} : (" + fts_expression(terms, mode) + ")"
-                found = self._fts_expression(expression, Scope(), [], limit, mode)
+                found = self._fts_expression(expression, Scope(), limit, mode)
             else:
                 found = self._words(terms, Scope(), [], limit, mode)
             if found.results:
@@ -429,12 +434,13 @@ class Searcher:
         self,
         terms: Sequence[str],
         scope: Scope,
-        order: list[tuple[str, list[Any]]],
+        phrases: Sequence[str],
         limit: int,
         mode: str,
     ) -> SearchResponse:
-        """Records with all the words, all but one of them ("most"), or any one; `order`
-        goes before the rank (exact phrases, agreeing modules first)."""
+        """Records with all the words, all but one of them ("most"), or any one; those whose
+        message holds the `phrases` first (kb.query.phrase_first), then those the scope's
+        order puts first (agreeing modules), then by rank."""
         method = f"{mode}-words" if mode != "any" else "any-word"
         if self.fts:
             terms = selecting(terms, mode, self.common.everywhere(terms))
@@ -442,7 +448,10 @@ class Searcher:
             common = self.common.of(terms)
             ranked = fts_rank_expression(terms, mode, common)
             own = self._own_ranking(terms, mode, common)
-            return self._fts_expression(expression, scope, order, limit, method, ranked, own)
+            return self._fts_expression(
+                expression, scope, limit, method, ranked, own, phrases=phrases
+            )
+        order = [*phrase_first(phrases, "postgresql" if self.tsvector else ""), *scope.order]
         if self.tsvector:
             return self._tsv(terms, scope, order, limit, mode, method)
         return self._like(terms, scope, order, limit, mode == "all", method)
@@ -453,13 +462,19 @@ class Searcher:
         """What kb's own bm25 needs to rank the query (kb.query.rank_slots), and how many
         records it may score before FTS5's bm25 is the cheaper: as many as FTS5's would walk
         entries of the ranking's words' record lists, estimated from the sample; None where
-        the sample says it would give up (or no ranker)."""
+        the sample says it would give up (or no ranker). Where the rarest term's records
+        (counted, once per revision) do not say the query finds few enough, they are counted
+        first (a walk, no scoring), and kb_bm25 runs only if they are: giving up after
+        scoring its share cost 78 of the 191 ms of "should be a" (13,273 records, 4,518 it
+        may score), and counting first 15-24 ms of "ValueError input features" (2,158 of
+        6,340), at a million records."""
         if self.ranker is None:
             return None
         phrase_slots, slot_terms = rank_slots(terms, mode, common)
         # as typed, so that a one-word term's estimate is the one the sample already made
         words = list(dict.fromkeys(w for t in slot_terms for w in WORD_RE.findall(t)))
         most = most_scored(sum(self.common.estimated(words)))
+        bound = float("inf")
         if mode == "all":  # the rarest word bounds what it finds ("most" has no tight bound)
             counted = self.counts.counts  # exact where counted already
             estimates = [
@@ -468,50 +483,72 @@ class Searcher:
             ]
             if not worth_trying(min(estimates), most):
                 return None
-        return OwnRanking(phrase_slots=phrase_slots, slot_terms=slot_terms, most=most)
+            rarest = min(zip(estimates, terms, strict=True))[1]
+            bound = float(self.counts.of([rarest])[0])  # what the query finds at most
+        sure = sure_to_finish(bound, most)
+        return OwnRanking(
+            phrase_slots=phrase_slots, slot_terms=slot_terms, most=most, count_first=not sure
+        )
 
     def _fts_expression(
         self,
         expression: str,
         scope: Scope,
-        order: list[tuple[str, list[Any]]],
         limit: int,
         method: str,
         ranked: str | None = None,
         own: OwnRanking | None = None,
+        phrases: Sequence[str] = (),
     ) -> SearchResponse:
         """The records of an FTS5 expression, ranked by bm25 on it, or on `ranked` (the
-        expression without its common words, fts_rank_expression) restricted to them. With
-        `own`, kb's own bm25 gives that ranking first, with the total in the same walk; where
-        the query finds more records than it may score (kb.ranking), FTS5's bm25 after a
-        count."""
+        expression without its common words, fts_rank_expression) restricted to them, after
+        those whose message holds the `phrases` and the scope's order. With `own`, kb's own
+        bm25 gives that ranking first, with the total in the same walk; where the query finds
+        more records than it may score (kb.ranking), FTS5's bm25 after a count, reading only
+        the best records where it finds many (kb.broad)."""
         where = scope.where("records_fts MATCH ?")
         params = [expression, *scope.params]
         joined = "records_fts JOIN records r ON r.key = records_fts.rowid"
-        if own is not None and self.ranker is not None:
-            found = self._own_rows(self.ranker, own, f"{joined}{where}", params, order, limit)
-            if found is not None:
-                return _ranked(found, found[0][8] if found else 0, method)
+        order = [*phrase_first(phrases), *scope.order]
         # Without filters the index alone counts (every row of it is a record): reading each
         # record only to count it took 59 of 60 ms for 4,881 records of "KeyError index" at 1M.
         counted = joined if scope.conditions else "records_fts"
-        (total,) = self.run(f"SELECT count(*) FROM {counted}{where}", params)[0]
+        count = f"SELECT count(*) FROM {counted}{where}"
+        total = self.run(count, params)[0][0] if own is not None and own.count_first else None
+        if own is not None and self.ranker is not None and (total or 0) <= own.most:
+            found = self._own_rows(self.ranker, own, f"{joined}{where}", params, order, limit)
+            if found is not None:
+                return _ranked(found, found[0][8] if found else 0, method)
+        if total is None:
+            (total,) = self.run(count, params)[0]
         if not total:
             return SearchResponse([], 0, None, method)
-        first, first_params = order_by(order)
+        matched, matched_params = "records_fts MATCH ?", [expression]
         if ranked is not None:
             # `+` keeps SQLite from asking FTS5 for each of those rowids in turn (a seek of
             # every word for each), where one walk of the expression's doclists finds them all
-            where = scope.where(
-                "records_fts MATCH ?",
-                "+records_fts.rowid IN (SELECT rowid FROM records_fts WHERE records_fts MATCH ?)",
+            matched += " AND +records_fts.rowid IN (SELECT rowid FROM records_fts WHERE "
+            matched += "records_fts MATCH ?)"
+            matched_params = [ranked, expression]
+        rank = f"bm25(records_fts, {', '.join(str(w) for w in BM25_WEIGHTS.values())})"
+        worded = held_word_for_word(phrases, expression)
+        broad = total >= BROAD_RECORDS and not scope.conditions and not scope.order
+        if broad and (worded is not None or not phrases):
+            rows = best_records(
+                self.run,
+                columns=RESULT_COLUMNS,
+                rank=rank,
+                ranked=ranked or expression,
+                expression=expression,
+                held=Held(worded, phrase_held(phrases)) if worded is not None else None,
+                limit=limit,
             )
-            params = [ranked, expression, *scope.params]
-        weights = ", ".join(str(w) for w in BM25_WEIGHTS.values())
+            return _ranked(rows, total, method)
+        first, first_params = order_by(order)
         rows = self.run(
-            f"SELECT {RESULT_COLUMNS}, bm25(records_fts, {weights}) AS rank "
-            f"FROM {joined}{where} ORDER BY {first}rank, r.id LIMIT ?",
-            [*params, *first_params, limit],
+            f"SELECT {RESULT_COLUMNS}, {rank} AS rank "
+            f"FROM {joined}{scope.where(matched)} ORDER BY {first}rank, r.id LIMIT ?",
+            [*matched_params, *scope.params, *first_params, limit],
         )
         return _ranked(rows, total, method)
 

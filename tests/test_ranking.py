@@ -120,6 +120,7 @@ def test_kb_bm25_gives_up_past_the_records_it_may_score_and_fts5_ranks(
         with monkeypatch.context() as patched:
             patched.setattr("kb.search.most_scored", lambda _walked: 1)
             patched.setattr("kb.search.worth_trying", lambda *_: True)  # tried, gives up
+            patched.setattr("kb.search.sure_to_finish", lambda *_: True)  # not counted
             patched.setattr(Ranker, "rows", spy)
             got = real_kb.search_by(query, Filters(), 20)
         assert gave_up >= 1, query
@@ -240,3 +241,57 @@ def test_a_servers_threads_share_the_ranker(
         for thread in threads:
             thread.join()
     assert failed == []
+
+
+# Queries of words many of the 3,000 records hold, typed as people type them: phrases most
+# records' messages hold, phrases a few hold, and words no message holds side by side.
+BROAD_QUERIES = [
+    *COMMON_WORD_QUERIES,
+    "should be a",
+    "object has no attribute",
+    "is not supported",
+    "must be",
+    "not found",
+    "the model",
+    '"is not" value',
+    "ValueError the generators",
+]
+
+
+@pytest.mark.parametrize("limit", [5, 20])
+def test_a_query_that_finds_many_reads_only_its_best_records_and_ranks_them_alike(
+    real_kb: KnowledgeBase, monkeypatch: pytest.MonkeyPatch, limit: int
+) -> None:
+    """kb.broad's ranking (FTS5 scores alone, the phrase's records found by FTS5, only the
+    best records read) is the one statement's: the same totals, methods, ids in order and
+    scores, where the phrase's records fill the page and where they do not."""
+    import kb.broad
+
+    holding = kb.broad._best_holding
+    filled = partly = broad = 0
+
+    def spy(*args: Any) -> Any:
+        nonlocal filled, partly
+        found = holding(*args)
+        filled += len(found) >= limit
+        partly += 0 < len(found) < limit
+        return found
+
+    for query in BROAD_QUERIES:
+        with monkeypatch.context() as patched:
+            patched.setattr(Searcher, "_own_ranking", lambda *_: None)  # FTS5's bm25 ranks
+            patched.setattr("kb.search.BROAD_RECORDS", 10**9)  # the one statement
+            wanted = real_kb.search_by(query, Filters(), limit)
+        with monkeypatch.context() as patched:
+            patched.setattr(Searcher, "_own_ranking", lambda *_: None)
+            patched.setattr("kb.search.BROAD_RECORDS", 1)  # kb.broad
+            patched.setattr("kb.broad._best_holding", spy)
+            calls = filled + partly
+            got = real_kb.search_by(query, Filters(), limit)
+            broad += got.total > 0
+        assert (got.total, got.method) == (wanted.total, wanted.method), query
+        assert [(r.id, r.score) for r in got.results] == [
+            (r.id, r.score) for r in wanted.results
+        ], query
+        assert calls <= filled + partly  # the spy is the one that ran
+    assert broad >= len(BROAD_QUERIES) - 2 and filled >= 2 and partly >= 1  # tests something

@@ -420,6 +420,35 @@ def test_a_query_found_whole_in_a_message_ranks_that_record_first(
         assert scores == sorted(scores, reverse=True)  # best first, by score too
 
 
+def test_a_message_holds_a_phrase_word_for_word_not_inside_longer_words(
+    invoke: Any, tmp_path: Path
+) -> None:
+    """ "should be a" is not held by "should be able": only the message that holds the words
+    as words ranks first, though bm25 prefers the other."""
+    base = seed_record()
+    able = dict(
+        base, id="00000000000000f1", slug="able", errorMessage="should be able to load a file"
+    )
+    held = dict(
+        base,
+        id="00000000000000f2",
+        slug="held",
+        errorMessage=(
+            "the configured value should be a list of strings or a tuple of paths, got {type} "
+            "for {name} in the settings file that was read when the service started"
+        ),
+    )
+    write_jsonl(tmp_path / "in.jsonl", [able, held, *corpus_records()])
+    assert invoke("import", str(tmp_path / "in.jsonl")).exit_code == 0
+
+    def first(query: str) -> str:
+        return str(json.loads(invoke("search", query, "--json").stdout)["results"][0]["id"])
+
+    assert first("a be should") == "00000000000000f1"  # no phrase: bm25 alone
+    assert first("should be a") == "00000000000000f2"
+    assert first('"Should be a"') == "00000000000000f2"
+
+
 # ---------------------------------------------------------------- common words and ranking
 
 COMMON_WORD_QUERIES = [

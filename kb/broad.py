@@ -1,0 +1,143 @@
+"""The best records of a query that finds many, ranked by FTS5's bm25 as kb/search.py's one
+statement ranks them, reading from the records table only those that can be among the best.
+
+That statement joins every record found to the records table, for the id that breaks ties
+and for the message that ranks a record holding the query whole first: at a million
+records the join costs about 4.5 us a record, 60 of the 109 ms of "should be a" (13,273
+records). Here FTS5 alone scores the records (rowid and bm25), a second FTS5 query finds
+those whose message holds the query, and only the records scoring at most the limit-th
+score are read (every tie with it too, so the id still breaks ties as before).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+# Below this many records found, the one statement is the faster: the second walk of the
+# query's words costs more than the joins it saves where few records hold the phrase
+# ("ValueError input features", 2,158 records, none holding it: 55 ms by the statement, 82
+# here; "should be a", 13,273: 109 against 63; "empty value for", 14,890: 145 against 45; at
+# a million records, warm, 2026-12-02).
+BROAD_RECORDS: Final = 5_000
+# The records holding the phrase word for word whose text is read at once, best first: the
+# first read finds the limit in the usual case (a message that holds the words side by side
+# holds their text), and each read is one look-up of that many keys.
+TEXT_CHUNK: Final = 64
+# No score is above this: the threshold of a query that finds fewer records than the limit.
+NO_THRESHOLD: Final = 1e308
+
+
+@dataclass(frozen=True)
+class Held:
+    """The records whose message holds the query's phrase (kb.query.phrase_held): those of
+    `worded` (an FTS5 expression: the phrase word for word in the message column) whose
+    message also holds it as `text` (SQL on `records r`, with its parameters)."""
+
+    worded: str
+    text: tuple[str, list[Any]]
+
+
+def best_records(
+    run: Callable[..., list[tuple[Any, ...]]],
+    *,
+    columns: str,
+    rank: str,
+    ranked: str,
+    expression: str,
+    held: Held | None,
+    limit: int,
+) -> list[tuple[Any, ...]]:
+    """The best `limit` records of the FTS5 `expression`, ordered as `ORDER BY <holds the
+    phrase first>, rank, r.id`: `columns` of `records r` (r.id first), then the `rank` (an
+    FTS5 bm25 call, on the `ranked` expression: the same, or one that matches more records).
+    `held`: the records that hold the phrase; None for no phrase."""
+    found: list[tuple[Any, ...]] = []
+    if limit <= 0:
+        return found
+    if held is not None:  # its records are the expression's
+        found = _best_holding(run, columns, rank, ranked, held, limit)
+        if len(found) >= limit:
+            return [row[:-1] for row in found[:limit]]
+    # every record that holds the phrase was found above: the rest come after them
+    keys = [row[-1] for row in found]
+    rest, params = "records_fts MATCH ?", [ranked]
+    if ranked != expression:
+        # `+` keeps SQLite from asking FTS5 for each of those rowids in turn (a seek of every
+        # word for each), where one walk of the expression's record lists finds them all
+        rest += " AND +records_fts.rowid IN (SELECT rowid FROM records_fts WHERE "
+        rest += "records_fts MATCH ?)"
+        params.append(expression)
+    if keys:
+        rest += f" AND records_fts.rowid NOT IN ({', '.join('?' * len(keys))})"
+    found += _best(run, columns, rank, rest, [*params, *keys], limit - len(found))
+    return [row[:-1] for row in found]
+
+
+def _best_holding(
+    run: Callable[..., list[tuple[Any, ...]]],
+    columns: str,
+    rank: str,
+    ranked: str,
+    held: Held,
+    limit: int,
+) -> list[tuple[Any, ...]]:
+    """The best `limit` of the records that hold the phrase, as `_best` gives them (every
+    one, when fewer hold it). FTS5 finds and scores those that hold it word for word; their
+    text is read best first, TEXT_CHUNK at a time, until `limit` hold it and the next score
+    is worse than the limit-th's."""
+    scores = run(
+        f"SELECT records_fts.rowid, {rank} AS rank FROM records_fts WHERE records_fts MATCH ? "
+        "AND +records_fts.rowid IN (SELECT rowid FROM records_fts WHERE records_fts MATCH ?) "
+        "ORDER BY rank",
+        [ranked, held.worded],
+    )
+    text_sql, text_params = held.text
+    holders: dict[int, float] = {}
+    threshold: float | None = None
+    for start in range(0, len(scores), TEXT_CHUNK):
+        chunk = scores[start : start + TEXT_CHUNK]
+        if threshold is not None and chunk[0][1] > threshold:
+            break
+        marks = ", ".join("?" * len(chunk))
+        holding = {
+            row[0]
+            for row in run(
+                f"SELECT r.key FROM records r WHERE r.key IN ({marks}) AND {text_sql}",
+                [*(key for key, _ in chunk), *text_params],
+            )
+        }
+        holders.update((key, score) for key, score in chunk if key in holding)
+        if len(holders) >= limit:
+            threshold = sorted(holders.values())[limit - 1]
+    chosen = {
+        key: score for key, score in holders.items() if threshold is None or score <= threshold
+    }
+    if not chosen:
+        return []
+    marks = ", ".join("?" * len(chosen))
+    rows = run(f"SELECT {columns}, r.key FROM records r WHERE r.key IN ({marks})", list(chosen))
+    best = sorted((chosen[row[-1]], row[0], row) for row in rows)[:limit]
+    return [(*row[:-1], score, row[-1]) for score, _, row in best]
+
+
+def _best(
+    run: Callable[..., list[tuple[Any, ...]]],
+    columns: str,
+    rank: str,
+    where: str,
+    params: Sequence[Any],
+    limit: int,
+) -> list[tuple[Any, ...]]:
+    """The best `limit` of the records `where` selects by (rank, id): `columns`, the rank
+    and the key. The scores are kept once (keys and scores alone); the records scoring at
+    most the limit-th score are read and sorted."""
+    sql = (
+        f"WITH s AS MATERIALIZED (SELECT records_fts.rowid AS key, {rank} AS rank "
+        f"FROM records_fts WHERE {where}) "
+        f"SELECT {columns}, s.rank, s.key FROM s JOIN records r ON r.key = s.key "
+        "WHERE s.rank <= coalesce((SELECT rank FROM s ORDER BY rank LIMIT 1 OFFSET ?), ?) "
+        "ORDER BY s.rank, r.id LIMIT ?"
+    )
+    return run(sql, [*params, limit - 1, NO_THRESHOLD, limit])
