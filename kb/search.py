@@ -50,9 +50,31 @@ from kb.ranking import (
     worth_trying,
 )
 from kb.records import ID_RE
+from kb.search_types import (
+    RESULT_COLUMNS,
+    Filters,
+    Resolved,
+    SearchResponse,
+    SearchResult,
+    best_first,
+    ranked_response,
+    result_of,
+    summary_of,
+)
 from kb.spelling import WORD_RE, Speller
 from kb.sql import Runner
-from kb.text import clip
+
+# The values it takes and gives are kb.search_types', named here too (`from kb.search import
+# Filters`): the search's callers need no second module.
+__all__ = [
+    "BM25_WEIGHTS",
+    "Filters",
+    "Resolved",
+    "SearchResponse",
+    "SearchResult",
+    "Searcher",
+    "summary_of",
+]
 
 # PostgreSQL has four weights, not a weight per column (kb/models.py groups the columns):
 # {D, C, B, A} = the prose, repository/path/tags, slug/class, message/code, in the proportions
@@ -63,7 +85,6 @@ TS_RANK_WEIGHTS: Final = "{0.07, 0.25, 0.4, 1.0}"
 TS_RANK_NORMALIZATION: Final = 1 | 32
 
 DEFAULT_LIMIT: Final = 10
-SUMMARY_CHARS: Final = 160
 RELAX_MAX_TERMS: Final = 8  # up to this many words a failed AND retries as "all but one"
 
 # Related records for a log line (kb match's suggestions for lines no record explains): its
@@ -83,31 +104,6 @@ STOP_WORDS: Final = frozenset({
 # (django.core.exceptions.ImproperlyConfigured); records keep the last name only.
 QUALIFIED_CLASS_RE: Final = re.compile(r"((?:[A-Za-z_][A-Za-z0-9_]*\.)+)([A-Z][A-Za-z0-9_]*)")
 CONTROL_RE: Final = re.compile(r"[\x00-\x1f\x7f-\x9f]+")
-RESULT_COLUMNS: Final = (
-    "r.id, r.repo, r.slug, r.error_message, r.error_class, r.error_code, r.documentation"
-)
-
-
-@dataclass(frozen=True)
-class Filters:
-    """The filters as the user typed them; `Searcher` finds the stored values they mean."""
-
-    repo: str | None = None
-    tag: str | None = None
-    error_class: str | None = None
-    code: str | None = None
-    error_type: str | None = None
-    severity: str | None = None
-
-
-@dataclass(frozen=True)
-class Resolved:
-    """What one filter (or a qualified class name in the query) meant: the stored values it
-    matched, whatever the case, by short name or by the last part of a dotted name."""
-
-    name: str  # the dataset's key: repo, tags, errorClass, errorCode, errorType, severity
-    typed: str
-    values: tuple[str, ...]
 
 
 @dataclass
@@ -122,73 +118,6 @@ class Scope:
 
     def where(self, *first: str) -> str:
         return _where([*first, *self.conditions])
-
-
-@dataclass
-class SearchResult:
-    id: str
-    score: float
-    repo: str
-    slug: str
-    error_message: str
-    error_class: str | None
-    error_code: str | None
-    summary: str
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "score": round(self.score, 6),
-            "repo": self.repo,
-            "slug": self.slug,
-            "errorMessage": self.error_message,
-            "errorClass": self.error_class,
-            "errorCode": self.error_code,
-            "summary": self.summary,
-        }
-
-
-@dataclass
-class SearchResponse:
-    results: list[SearchResult]
-    total: int
-    query: str | None
-    method: str  # exact | all-words | most-words | any-word | error-class | filters | none
-    corrected: str | None = None  # the query actually run, when "did you mean" changed it
-    suggestions: list[str] = field(default_factory=list)
-    resolved: list[Resolved] = field(default_factory=list)  # what each filter matched
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "results": [result.as_dict() for result in self.results],
-            "total": self.total,
-            "query": self.query,
-            "method": self.method,
-            "didYouMean": self.corrected,
-            "filters": {item.name: list(item.values) for item in self.resolved},
-        }
-
-
-def summary_of(documentation: str | None) -> str:
-    text = " ".join((documentation or "").split())
-    cut = re.search(r"(?<=[.!?])\s", text)
-    if cut and cut.start() <= SUMMARY_CHARS:
-        text = text[: cut.start()]
-    return clip(text, SUMMARY_CHARS)
-
-
-def _result(row: tuple[Any, ...], score: float) -> SearchResult:
-    record_id, repo, slug, message, error_class, error_code, documentation = row[:7]
-    return SearchResult(
-        id=record_id,
-        score=score,
-        repo=repo,
-        slug=slug,
-        error_message=message,
-        error_class=error_class,
-        error_code=error_code,
-        summary=summary_of(documentation),
-    )
 
 
 def _where(conditions: Sequence[str]) -> str:
@@ -403,7 +332,7 @@ class Searcher:
             f"ORDER BY {order}r.repo, r.slug, r.id LIMIT ?",
             [*scope.params, *order_params, limit],
         )
-        return SearchResponse([_result(row, 1.0) for row in rows], int(total), None, method)
+        return SearchResponse([result_of(row, 1.0) for row in rows], int(total), None, method)
 
     def _exact(self, query: str, scope: Scope, limit: int) -> SearchResponse | None:
         """An id, a slug (or repo/slug) or an error code goes straight to its records."""
@@ -427,7 +356,7 @@ class Searcher:
         total = len(rows)
         if total > limit:
             (total,) = self.run(f"SELECT count(*) FROM records r{where}", params)[0]
-        results = [_result(row, 1.0) for row in rows[:limit]]
+        results = [result_of(row, 1.0) for row in rows[:limit]]
         return SearchResponse(results, int(total), query, "exact")
 
     def _words(
@@ -518,7 +447,7 @@ class Searcher:
         if own is not None and self.ranker is not None and (total or 0) <= own.most:
             found = self._own_rows(self.ranker, own, f"{joined}{where}", params, order, limit)
             if found is not None:
-                return _ranked(found, found[0][8] if found else 0, method)
+                return ranked_response(found, found[0][8] if found else 0, method)
         if total is None:
             (total,) = self.run(count, params)[0]
         if not total:
@@ -543,14 +472,14 @@ class Searcher:
                 held=Held(worded, phrase_held(phrases)) if worded is not None else None,
                 limit=limit,
             )
-            return _ranked(rows, total, method)
+            return ranked_response(rows, total, method)
         first, first_params = order_by(order)
         rows = self.run(
             f"SELECT {RESULT_COLUMNS}, {rank} AS rank "
             f"FROM {joined}{scope.where(matched)} ORDER BY {first}rank, r.id LIMIT ?",
             [*matched_params, *scope.params, *first_params, limit],
         )
-        return _ranked(rows, total, method)
+        return ranked_response(rows, total, method)
 
     def _own_rows(
         self,
@@ -591,8 +520,8 @@ class Searcher:
             f"ORDER BY {first}rank DESC, r.id LIMIT ?",
             [*params, *first_params, limit],
         )
-        results = [_result(row, float(row[7])) for row in rows]
-        return SearchResponse(_best_first(results), int(total), None, method)
+        results = [result_of(row, float(row[7])) for row in rows]
+        return SearchResponse(best_first(results), int(total), None, method)
 
     def _like(
         self,
@@ -622,7 +551,7 @@ class Searcher:
             f"SELECT {RESULT_COLUMNS} FROM records r{where} ORDER BY {first}r.repo, r.id LIMIT ?",
             [*params, *first_params, limit],
         )
-        return SearchResponse([_result(row, 0.5) for row in rows], int(total), None, method)
+        return SearchResponse([result_of(row, 0.5) for row in rows], int(total), None, method)
 
     # ------------------------------------------------------------------ did you mean
 
@@ -635,18 +564,3 @@ class Searcher:
             return True
         sql = "SELECT 1 FROM records_fts WHERE records_fts MATCH ? LIMIT 1"
         return bool(self.run(sql, [fts_phrase(term)]))
-
-
-def _ranked(rows: list[tuple[Any, ...]], total: int, method: str) -> SearchResponse:
-    """The response of ranked rows (RESULT_COLUMNS, then the bm25 score)."""
-    # bm25 is negative, lower is better; -bm25 / (1 - bm25) maps it into (0, 1).
-    results = [_result(row, -row[7] / (1.0 - row[7])) for row in rows]
-    return SearchResponse(_best_first(results), int(total), None, method)
-
-
-def _best_first(results: list[SearchResult]) -> list[SearchResult]:
-    """Scores that never rise down the list: a record ranked up (an exact phrase, an agreeing
-    module) gets the best score of those it passed, so a program sorting by score agrees."""
-    for above, below in zip(reversed(results[:-1]), reversed(results[1:]), strict=True):
-        above.score = max(above.score, below.score)
-    return results
