@@ -181,6 +181,7 @@ def measure_match(
     search_sets = {"search": bench_search.QUERIES, "search_sealed": sealed}
     warm = timed([PY, "-c", WARM, str(db), str(PASTE), str(BIG), json.dumps(search_sets)])
     res["warm"] = json.loads(warm.stdout)
+    log(f"{count}: warm figures (s): {warm.stdout.strip()}")  # the tables' source, for audit
     res["warm_rss"] = warm.mb
     queries = bench_search.QUERIES[:5]
     res["cold_search"] = Sample(

@@ -423,8 +423,8 @@ def test_a_query_found_whole_in_a_message_ranks_that_record_first(
 def test_a_message_holds_a_phrase_word_for_word_not_inside_longer_words(
     invoke: Any, tmp_path: Path
 ) -> None:
-    """ "should be a" is not held by "should be able": only the message that holds the words
-    as words ranks first, though bm25 prefers the other."""
+    """A message holds "should be a" as words, not inside "should be able": only the one that
+    holds it so ranks first, though bm25 prefers the other."""
     base = seed_record()
     able = dict(
         base, id="00000000000000f1", slug="able", errorMessage="should be able to load a file"
