@@ -5,8 +5,10 @@ That statement joins every record found to the records table, for the id that br
 and for the message that ranks a record holding the query whole first: at a million
 records the join costs about 4.5 us a record, 60 of the 109 ms of "should be a" (13,273
 records). Here FTS5 alone scores the records (rowid and bm25), a second FTS5 query finds
-those whose message holds the query, and only the records scoring at most the limit-th
-score are read (every tie with it too, so the id still breaks ties as before).
+those whose message holds the query's words side by side (the text of the best of them is
+read, to see that it holds the query as kb.query.phrase_held says), and only the records
+scoring at most the limit-th score are read (every tie with it too, so the id still breaks
+ties as before).
 """
 
 from __future__ import annotations
@@ -16,11 +18,12 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 # Below this many records found, the one statement is the faster: the second walk of the
-# query's words costs more than the joins it saves where few records hold the phrase
-# ("ValueError input features", 2,158 records, none holding it: 55 ms by the statement, 82
-# here; "should be a", 13,273: 109 against 63; "empty value for", 14,890: 145 against 45; at
-# a million records, warm, 2026-12-02).
-BROAD_RECORDS: Final = 5_000
+# query's words costs more than the joins it saves. At a million records, warm, FTS5's bm25
+# (kb_bm25 off), the statement against this module, 2026-12-02: "ValueError be defined"
+# (1,726 records) 108 against 142 ms, "ValueError input features" (2,158) 128 against 147;
+# "prompt batch size" (4,207) 80 against 42, "should be a" (13,273) 217 against 141, "the
+# first argument" (21,840) 224 against 134.
+BROAD_RECORDS: Final = 3_000
 # The records holding the phrase word for word whose text is read at once, best first: the
 # first read finds the limit in the usual case (a message that holds the words side by side
 # holds their text), and each read is one look-up of that many keys.

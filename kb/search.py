@@ -380,7 +380,8 @@ class Searcher:
             return self._fts_expression(
                 expression, scope, limit, method, ranked, own, phrases=phrases
             )
-        order = [*phrase_first(phrases, "postgresql" if self.tsvector else ""), *scope.order]
+        dialect = "postgresql" if self.tsvector else "other"
+        order = [*phrase_first(phrases, dialect), *scope.order]
         if self.tsvector:
             return self._tsv(terms, scope, order, limit, mode, method)
         return self._like(terms, scope, order, limit, mode == "all", method)
@@ -444,6 +445,8 @@ class Searcher:
         counted = joined if scope.conditions else "records_fts"
         count = f"SELECT count(*) FROM {counted}{where}"
         total = self.run(count, params)[0][0] if own is not None and own.count_first else None
+        if total == 0:
+            return SearchResponse([], 0, None, method)
         if own is not None and self.ranker is not None and (total or 0) <= own.most:
             found = self._own_rows(self.ranker, own, f"{joined}{where}", params, order, limit)
             if found is not None:
