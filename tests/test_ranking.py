@@ -286,12 +286,10 @@ def test_a_query_that_finds_many_reads_only_its_best_records_and_ranks_them_alik
             patched.setattr(Searcher, "_own_ranking", lambda *_: None)
             patched.setattr("kb.search.BROAD_RECORDS", 1)  # kb.broad
             patched.setattr("kb.broad._best_holding", spy)
-            calls = filled + partly
             got = real_kb.search_by(query, Filters(), limit)
             broad += got.total > 0
         assert (got.total, got.method) == (wanted.total, wanted.method), query
         assert [(r.id, r.score) for r in got.results] == [
             (r.id, r.score) for r in wanted.results
         ], query
-        assert calls <= filled + partly  # the spy is the one that ran
     assert broad >= len(BROAD_QUERIES) - 2 and filled >= 2 and partly >= 1  # tests something
