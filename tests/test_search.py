@@ -545,6 +545,30 @@ def test_words_every_record_holds_are_left_out_only_where_they_select_nothing(
     assert selecting(terms.split(), mode, frozenset(everywhere.split())) == expected.split()
 
 
+@pytest.mark.parametrize(
+    ("phrase", "common", "expected"),
+    [
+        ("the first argument", "the", "first argument"),
+        ("the first argument", "the argument", "first argument"),  # two words stay
+        ("valueerror the generators", "the generators", "valueerror the"),
+        ("to but source of", "to source of", "but source"),  # an inner word stays
+        ("is not the", "is not the", "not the"),
+        ("the model", "the model", "the model"),
+        ("should be a", "", "should be a"),
+        ("the ? !", "the", "the ? !"),  # no word would be left
+    ],
+)
+def test_common_words_at_a_phrases_ends_are_left_out_of_the_walk_for_its_records(
+    phrase: str, common: str, expected: str
+) -> None:
+    from kb.query import held_word_for_word, trimmed_phrase
+
+    assert trimmed_phrase(phrase, frozenset(common.split())) == expected
+    assert held_word_for_word([phrase], "x", frozenset(common.split())) == (
+        '(x) AND {error_message} : "' + expected + '"'
+    )
+
+
 def test_a_word_of_every_record_is_counted_once_per_revision_and_kept_in_the_cache(
     loaded: Any, db_path: Path, tmp_path: Path
 ) -> None:
