@@ -30,9 +30,9 @@ BROAD_RECORDS: Final = 3_000
 # holds their text), and each read is one look-up of that many keys.
 TEXT_CHUNK: Final = 64
 # How many of the records a trimmed phrase finds (Held.exact) have their text read before
-# FTS5 walks the whole phrase: most of those the best records of a trimmed phrase hold the
-# whole of it, but a query could find many that do not (a phrase of "the" and a word that
-# follows something else), each read a look-up.
+# FTS5 walks the whole phrase: the best of them mostly hold the whole of it, but a query
+# could find many that do not (a phrase of "the" and a word that mostly follows something
+# else), and each read is a look-up.
 TRIMMED_READ: Final = 4 * TEXT_CHUNK
 # No score is above this: the threshold of a query that finds fewer records than the limit.
 NO_THRESHOLD: Final = 1e308
@@ -99,7 +99,8 @@ def _best_holding(
     """The best `limit` of the records that hold the phrase, as `_best` gives them (every
     one, when fewer hold it). FTS5 finds and scores those that hold it word for word; their
     text is read best first, TEXT_CHUNK at a time, until `limit` hold it and the next score
-    is worse than the limit-th's."""
+    is worse than the limit-th's (the rest of a trimmed phrase's records sifted by the whole
+    phrase after TRIMMED_READ)."""
     # The holders first, on their own: where none holds the phrase (the usual case for a
     # query of common words, and always for a word the speller corrected), the walk of the
     # ranked expression is saved; 13 of the 14 ms of "inuts_embeds" at a million records.
@@ -107,6 +108,7 @@ def _best_holding(
     keys = [key for (key,) in found]
     if not keys:
         return []
+    # the keys as one JSON array (SQLite's JSON functions, built in since 3.38): any number
     scores = run(
         f"SELECT records_fts.rowid, {rank} AS rank FROM records_fts WHERE records_fts MATCH ? "
         "AND +records_fts.rowid IN (SELECT value FROM json_each(?)) ORDER BY rank",
