@@ -240,6 +240,9 @@ class Ranker:
         except ImportError:
             self._unusable = True
             return None
+        if not hasattr(apsw.Connection, "register_fts5_function"):  # before apsw 3.47
+            self._unusable = True
+            return None
         try:
             conn = apsw.Connection(self.uri, flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI)
             conn.set_busy_timeout(self.busy_timeout_ms)

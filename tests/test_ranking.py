@@ -141,13 +141,31 @@ def test_a_ranker_that_cannot_run_leaves_the_ranking_to_fts5(
     assert got.results
 
 
-def test_without_apsw_the_search_ranks_with_fts5(tmp_path: Path, invoke: Any) -> None:
+class _ApswBeforeFts5:
+    """An apsw before 3.47 as the ranker sees it: connections, no FTS5 functions."""
+
+    class Error(Exception):
+        pass
+
+    SQLITE_OPEN_READONLY = 1
+    SQLITE_OPEN_URI = 0x40
+
+    class Connection:
+        def __init__(self, *_: Any, **__: Any) -> None:
+            pass
+
+        def set_busy_timeout(self, _: int) -> None:
+            pass
+
+
+@pytest.mark.parametrize("apsw", [None, _ApswBeforeFts5], ids=["missing", "before 3.47"])
+def test_without_apsw_the_search_ranks_with_fts5(tmp_path: Path, invoke: Any, apsw: Any) -> None:
     from tests.conftest import RECORDS40
 
     assert invoke("import", str(RECORDS40)).exit_code == 0
     ranker = Ranker(f"file:{tmp_path / 'kb.sqlite3'}?mode=ro", 1000)
     saved = sys.modules.get("apsw")
-    sys.modules["apsw"] = None  # type: ignore[assignment]  # import apsw raises ImportError
+    sys.modules["apsw"] = apsw  # None: import apsw raises ImportError
     try:
         assert ranker.rows("SELECT 1") is None
     finally:
