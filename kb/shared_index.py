@@ -31,6 +31,11 @@ PART_BYTES: Final = 4 << 20
 # zlib level 1: 38 MB of cache (69,652 records) become 17 MB in 0.7 s and come back in 0.25 s;
 # level 6 saves 2 MB more for three times the compression time.
 COMPRESSION_LEVEL: Final = 1
+# Parts compressed at once when a file is stored: the machine's two cores. `kb import` stores
+# the file after its matcher build has ended, with both cores free: the 150k-record file
+# (105 MB) in 0.7 s against 1.2 s one part at a time, the 1M one (690 MB) in 4.1 s against
+# 7.5-9.6 s (2026-12-02).
+COMPRESSORS: Final = 2
 
 Status = Callable[[str], None]  # a line for a person ("Fetching ..."), shown on a terminal
 
@@ -102,9 +107,19 @@ def _fetch_into(
 
 
 def _parts(path: Path) -> Iterator[bytes]:
-    with open(path, "rb") as fh:
+    """The file's parts, compressed, in order: COMPRESSORS at a time on threads (zlib lets go of
+    the GIL), with at most one more part read ahead of them, so memory stays at a few parts."""
+    from collections import deque  # here: the fetching side (a cold `kb match`) needs neither
+    from concurrent.futures import Future, ThreadPoolExecutor
+
+    with open(path, "rb") as fh, ThreadPoolExecutor(COMPRESSORS) as pool:
+        pending: deque[Future[bytes]] = deque()
         while chunk := fh.read(PART_BYTES):
-            yield zlib.compress(chunk, COMPRESSION_LEVEL)
+            pending.append(pool.submit(zlib.compress, chunk, COMPRESSION_LEVEL))
+            if len(pending) > COMPRESSORS:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
 
 
 def store(

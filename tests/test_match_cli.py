@@ -288,6 +288,39 @@ def test_fetching_or_building_the_index_says_so_with_its_true_duration(
             assert conn.exec_driver_sql(f"SELECT count(*) FROM {TABLE}").scalar() == 1
 
 
+def test_a_stored_index_of_many_parts_comes_back_whole_and_in_order(
+    db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The parts are compressed on threads: whatever order they finish in, they are stored
+    and fetched in the file's order."""
+    import random
+
+    import kb.shared_index as shared
+    from kb.knowledge import KnowledgeBase
+    from kb.sql import SqlAlchemyRunner
+
+    monkeypatch.setattr(shared, "PART_BYTES", 1000)
+    rng = random.Random(7)  # parts that compress unevenly: some finish before earlier ones
+    content = (
+        b"".join(
+            rng.randbytes(1000) if rng.random() < 0.5 else bytes([rng.randrange(256)]) * 1000
+            for _ in range(23)
+        )
+        + b"tail"
+    )
+    source = tmp_path / "built.sqlite3"
+    source.write_bytes(content)
+    with KnowledgeBase(db_url) as base:
+        with base.engine.begin() as conn:
+            assert shared.store(conn, source, "empty", 1)
+        with base.engine.connect() as conn:
+            assert conn.exec_driver_sql(f"SELECT count(*) FROM {shared.TABLE}").scalar() == 24
+            fetched = tmp_path / "fetched"
+            fetched.mkdir()
+            assert shared.fetch(SqlAlchemyRunner(conn), fetched, "matcher.sqlite3", "empty", 1)
+    assert (fetched / "matcher.sqlite3").read_bytes() == content
+
+
 def test_a_slow_step_is_announced_on_a_terminal_only_once_it_takes_a_moment(
     capsys: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
