@@ -104,8 +104,7 @@ def _best_holding(
     # The holders first, on their own: where none holds the phrase (the usual case for a
     # query of common words, and always for a word the speller corrected), the walk of the
     # ranked expression is saved; 13 of the 14 ms of "inuts_embeds" at a million records.
-    found = run("SELECT rowid FROM records_fts WHERE records_fts MATCH ?", [held.worded])
-    keys = [key for (key,) in found]
+    keys = _rowids(run, held.worded)
     if not keys:
         return []
     # the keys as one JSON array (SQLite's JSON functions, built in since 3.38): any number
@@ -119,8 +118,7 @@ def _best_holding(
     threshold: float | None = None
     for start in range(0, len(scores), TEXT_CHUNK):
         if start == TRIMMED_READ and held.exact is not None and len(holders) < limit:
-            exact = run("SELECT rowid FROM records_fts WHERE records_fts MATCH ?", [held.exact])
-            kept = {key for (key,) in exact}
+            kept = set(_rowids(run, held.exact))
             scores[start:] = [entry for entry in scores[start:] if entry[0] in kept]
         chunk = scores[start : start + TEXT_CHUNK]
         if not chunk or (threshold is not None and chunk[0][1] > threshold):
@@ -145,6 +143,14 @@ def _best_holding(
     rows = run(f"SELECT {columns}, r.key FROM records r WHERE r.key IN ({marks})", list(chosen))
     best = sorted((chosen[row[-1]], row[0], row) for row in rows)[:limit]
     return [(*row[:-1], score, row[-1]) for score, _, row in best]
+
+
+def _rowids(run: Callable[..., list[tuple[Any, ...]]], expression: str) -> list[int]:
+    """The keys of the records an FTS5 expression finds, none scored or read."""
+    return [
+        key
+        for (key,) in run("SELECT rowid FROM records_fts WHERE records_fts MATCH ?", [expression])
+    ]
 
 
 def _best(

@@ -372,10 +372,11 @@ class Searcher:
         order puts first (agreeing modules), then by rank."""
         method = f"{mode}-words" if mode != "any" else "any-word"
         if self.fts:
-            edges = frozenset(term.lower() for term in self.common.of(terms))
+            typed_common = self.common.of(terms)
+            edges = frozenset(term.lower() for term in typed_common)  # of the phrases' ends
             terms = selecting(terms, mode, self.common.everywhere(terms))
             expression = fts_expression(terms, mode)
-            common = self.common.of(terms)
+            common = typed_common & frozenset(terms)  # selecting only leaves terms out
             ranked = fts_rank_expression(terms, mode, common)
             own = self._own_ranking(terms, mode, common)
             return self._fts_expression(
