@@ -328,6 +328,49 @@ def test_errors_at_block_edges_are_found_whether_blocks_are_scanned_in_a_thread_
     assert sorted(i for _, i in whole) == sorted(p["id"] for p in expected["planted"])
 
 
+def test_a_thread_scan_hands_the_gil_over_quickly_and_gives_the_interval_back(
+    index: MatcherIndex, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Hyperscan takes the GIL back for each key it finds: while a block is scanned in a
+    thread, the process switches threads every SCAN_SWITCH_INTERVAL, and afterwards at the
+    interval it had (here a made-up one), also when the scan failed."""
+    import sys
+    import threading
+
+    import kb.logtext
+    from kb.matcher import prefilter
+
+    monkeypatch.setattr(prefilter, "THREADED_SCAN_BYTES", 1)
+    monkeypatch.setattr(kb.logtext, "BLOCK_BYTES", 65536)
+    seen: list[tuple[bool, float]] = []
+    scan = prefilter._scan
+
+    def watched(*args: Any, **kwargs: Any) -> Any:
+        in_thread = threading.current_thread() is not threading.main_thread()
+        seen.append((in_thread, sys.getswitchinterval()))
+        return scan(*args, **kwargs)
+
+    monkeypatch.setattr(prefilter, "_scan", watched)
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(0.0123)
+    try:
+        log = (NOISE * 150 + (FIXTURES / "paste.log").read_text()) * 3
+        assert len(index.match(log.encode()).matches) == 3
+        assert sys.getswitchinterval() == pytest.approx(0.0123)
+        in_thread = [interval for threaded, interval in seen if threaded]
+        assert in_thread and max(in_thread) == pytest.approx(prefilter.SCAN_SWITCH_INTERVAL)
+
+        def broken(*_args: Any, **_kwargs: Any) -> Any:
+            raise RuntimeError("scan failed")
+
+        monkeypatch.setattr(prefilter, "_scan", broken)
+        with pytest.raises(RuntimeError):
+            index.match(log.encode())
+        assert sys.getswitchinterval() == pytest.approx(0.0123)
+    finally:
+        sys.setswitchinterval(before)
+
+
 def test_a_match_that_fails_mid_log_leaves_no_scan_running(
     index: MatcherIndex, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -493,16 +536,29 @@ def test_a_build_reports_its_progress_record_by_record(
     assert len(steps) == -(-len(records) // 7) and max(steps) == 7
 
 
+@pytest.mark.parametrize("threaded", [False, True])
 def test_sharded_prefilter_finds_what_one_database_finds(
-    index: MatcherIndex, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    index: MatcherIndex, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, threaded: bool
 ) -> None:
     """Big knowledge bases compile their keys in several Hyperscan databases (bounded build
-    memory); every shard is scanned, so the answers are the same as with one."""
+    memory); every shard is scanned, so the answers are the same as with one. A big block's
+    shards are scanned in two threads, half each: the same answers again."""
     import sqlite3
+    import threading
 
-    from kb.matcher import build
+    from kb.matcher import build, prefilter
 
     monkeypatch.setattr(build, "SHARD_KEYS", 7)
+    threads: set[str] = set()
+    if threaded:
+        monkeypatch.setattr(prefilter, "THREADED_SCAN_BYTES", 1)
+        scan = prefilter._scan
+
+        def watched(dbs: list[Any], *args: Any) -> Any:
+            threads.add(threading.current_thread().name)
+            return scan(dbs, *args)
+
+        monkeypatch.setattr(prefilter, "_scan", watched)
     sharded = build_index(sources_from_records(fixture_records() + EXTRA), tmp_path, "rev")
     con = sqlite3.connect(tmp_path / CACHE_FILE)
     (shards,) = con.execute("SELECT COUNT(*) FROM shards").fetchone()
@@ -513,6 +569,7 @@ def test_sharded_prefilter_finds_what_one_database_finds(
     one = [(m.line, m.id, m.score, m.evidence) for m in index.match(text).matches]
     assert len(one) == 3
     assert [(m.line, m.id, m.score, m.evidence) for m in sharded.match(text).matches] == one
+    assert threads == ({"kb-scan", "kb-scan-2"} if threaded else set())
 
 
 def test_prepared_patterns_from_the_importer_are_used_as_given(tmp_path: Path) -> None:
