@@ -402,6 +402,40 @@ def test_the_index_built_beside_an_import_is_the_one_a_build_after_it_writes(
     assert not list(cache_file(db_path).parent.glob(".matcher-import-*"))
 
 
+def test_the_words_table_lists_every_word_of_every_near_miss_template_by_its_place(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The words are listed chunk by chunk as templates come in (kb.matcher.build); read back
+    against the fuzzy table itself, with chunks of three records and every record twice
+    (repeated templates, in later chunks, take no place of their own)."""
+    import dataclasses
+
+    import kb.matcher.build as build
+    from kb.matcher.cache import words_of
+
+    monkeypatch.setattr(build, "BUILD_CHUNK", 3)
+    sources = list(build.sources_from_records(corpus_records()))
+    again = [dataclasses.replace(src, id=src.id[::-1]) for src in sources]
+    path = tmp_path / "cache.sqlite3"
+    build.write_cache_file(iter(sources + again), path, "r1")
+    con = sqlite3.connect(path)
+    try:
+        templates = [t for (t,) in con.execute("SELECT t FROM fuzzy ORDER BY rowid")]
+        words = {w: (df, rows) for w, df, rows in con.execute("SELECT w, df, rows FROM words")}
+    finally:
+        con.close()
+    assert len(templates) == len(set(templates)) > 20
+    expected: dict[str, list[int]] = {}
+    for place, template in enumerate(templates):
+        for word in sorted(set(words_of(template))):
+            expected.setdefault(word, []).append(place)
+    # WORD_LISTED_MIN is far above these counts: every word has its list
+    assert words == {
+        w: (len(places), json.dumps(places, separators=(",", ":")))
+        for w, places in expected.items()
+    }
+
+
 def test_an_import_into_a_knowledge_base_with_records_builds_after_it(
     seeded: Any, db_path: Path, tmp_path: Path
 ) -> None:
