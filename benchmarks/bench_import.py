@@ -39,13 +39,16 @@ print(n)
 
 
 def run(
-    argv: list[str], env: dict[str, str] | None = None, shell: bool = False
+    argv: list[str],
+    env: dict[str, str] | None = None,
+    shell: bool = False,
+    cwd: Path | None = None,
 ) -> tuple[float, float, float]:
     """Wall seconds, peak RSS (MB; the largest of its processes) and CPU seconds (user +
     system, its own processes' together) of one child process."""
     started = time.perf_counter()
     process = subprocess.Popen(
-        argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, shell=shell
+        argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, shell=shell, cwd=cwd
     )
     _, status, usage = os.wait4(process.pid, 0)
     elapsed = time.perf_counter() - started
@@ -65,7 +68,7 @@ def main() -> None:
     parser.add_argument("--baseline", type=Path, help="another checkout of kb to time too")
     parser.add_argument("--no-reimport", action="store_true", help="skip the re-import row")
     args = parser.parse_args()
-    source = args.corpus / args.file if not Path(args.file).is_absolute() else Path(args.file)
+    source = (args.corpus / args.file).resolve()  # an absolute --file stays itself
     if not source.exists():
         sys.exit(f"{source}: not found (use --corpus)")
     lines = sum(1 for _ in __import__("gzip").open(source, "rb"))
@@ -87,13 +90,14 @@ def main() -> None:
                     command = f"gzip -dc {source} | {SQLITE_UTILS} insert {db} records - --nl"
                     sample = run([command], shell=True)
                 else:
-                    kb_env = dict(env)
-                    if kind == "baseline":
-                        kb_env["PYTHONPATH"] = str(args.baseline)
+                    # `python -m` puts the working folder first on sys.path: each command runs
+                    # in its own checkout, or the baseline would import this one's kb
+                    checkout = (args.baseline if kind == "baseline" else HERE.parent).resolve()
+                    kb_env = {**env, "PYTHONPATH": str(checkout)}
                     command = [sys.executable, "-m", "kb", "--db", str(db), "import", "--quiet"]
-                    sample = run([*command, str(source)], env=kb_env)
+                    sample = run([*command, str(source)], env=kb_env, cwd=checkout)
                     if kind == "kb" and not args.no_reimport:
-                        again = run([*command, str(source)], env=kb_env)
+                        again = run([*command, str(source)], env=kb_env, cwd=checkout)
                         samples.setdefault("kb again", []).append(again)
                 samples.setdefault(kind, []).append(sample)
 
