@@ -23,6 +23,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_LOG = HERE.parent.parent / "shared" / "corpus" / "logs" / "big.log"
@@ -57,7 +58,7 @@ print(json.dumps({"times": times, "answers": digest, "matches": len(answers)}))
 """
 
 
-def warm(checkout: Path, db: Path, log: Path, repeats: int) -> dict[str, object]:
+def warm(checkout: Path, db: Path, log: Path, repeats: int) -> dict[str, Any]:
     env = {**os.environ, "PYTHONPATH": str(checkout)}
     done = subprocess.run(
         [sys.executable, "-c", WORKER, str(db), str(log), str(repeats)],
@@ -67,7 +68,7 @@ def warm(checkout: Path, db: Path, log: Path, repeats: int) -> dict[str, object]
         text=True,
         check=True,
     )
-    result: dict[str, object] = json.loads(done.stdout)
+    result: dict[str, Any] = json.loads(done.stdout)
     return result
 
 
@@ -102,7 +103,7 @@ def main() -> None:
     checkouts = {"this checkout": HERE.parent}
     if args.baseline:
         checkouts[f"baseline {args.baseline}"] = args.baseline.resolve()
-    warm_runs: dict[str, list[dict[str, object]]] = {name: [] for name in checkouts}
+    warm_runs: dict[str, list[dict[str, Any]]] = {name: [] for name in checkouts}
     cold_runs: dict[str, list[float]] = {name: [] for name in checkouts}
     for turn in range(max(args.rounds, args.cold)):
         order = list(checkouts.items())
@@ -122,7 +123,7 @@ def main() -> None:
     print("|---|---:|---:|---:|---:|---:|---|")
     medians: dict[str, tuple[float, float]] = {}
     for name in checkouts:
-        times = [t for run in warm_runs[name] for t in run["times"]]  # type: ignore[attr-defined]
+        times = [t for run in warm_runs[name] for t in run["times"]]
         warm_s = statistics.median(t[0] for t in times) if times else float("nan")
         wait_s = statistics.median(t[1] for t in times) if times else float("nan")
         cold_s = statistics.median(cold_runs[name]) if cold_runs[name] else float("nan")
