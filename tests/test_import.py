@@ -537,6 +537,41 @@ def test_killed_import_leaves_the_database_as_it_was(tmp_path: Path, first: bool
     assert schema_of_file(db_path) == schema_before
 
 
+@pytest.mark.parametrize("good", [True, False], ids=["stored", "all-rejected"])
+def test_a_first_load_gives_back_every_index_it_set_aside(
+    tmp_path: Path, records: list[Any], good: bool
+) -> None:
+    """Into an empty table the import drops the secondary indexes and makes them again after
+    its last row (one sort each, not a random insert a row): the schema after it is the
+    schema before, also when no record was stored, and the indexes answer for every row."""
+    db_path = tmp_path / "kb.sqlite3"
+    with KnowledgeBase(str(db_path)):
+        pass
+    schema_before = schema_of_file(db_path)
+    # A repeated id with other tags: the later copy's tags are the ones kept.
+    retagged = dict(records[0], tags=["retagged", "retagged", *records[1]["tags"]])
+    rows = [*records, retagged] if good else [dict(r, schemaVersion=9) for r in records]
+    path = write_jsonl(tmp_path / "in.jsonl", rows)
+    with KnowledgeBase(str(db_path)) as opened:
+        report = opened.import_sources([str(path)], batch_size=7)
+    assert (report.inserted, report.rejected) == ((len(records), 0) if good else (0, len(records)))
+    after = schema_of_file(db_path)
+    assert after == schema_before
+    assert any(kind == "index" and name == "ix_record_tags_tag" for kind, name, _sql in after)
+    import sqlite3
+
+    with sqlite3.connect(db_path) as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+        keys = dict(conn.execute("SELECT id, key FROM records"))
+        stored_tags = set(conn.execute("SELECT record_key, tag FROM record_tags"))
+        latest = {r["id"]: r for r in rows} if good else {}
+        assert stored_tags == {(keys[i], tag) for i, r in latest.items() for tag in r["tags"]}
+        for index in ("ix_records_repo", "ix_records_slug", "ix_record_tags_tag"):
+            table = "record_tags" if "tags" in index else "records"
+            indexed = conn.execute(f"SELECT count(*) FROM {table} INDEXED BY {index}").fetchone()
+            assert indexed == conn.execute(f"SELECT count(*) FROM {table}").fetchone()
+
+
 def schema_of_file(db_path: Path) -> list[tuple[str, str, str]]:
     import sqlite3
 
