@@ -699,3 +699,77 @@ def test_a_folder_with_no_dataset_files_is_an_error_not_zero_records(
     both = invoke("import", str(empty), str(path))
     assert both.exit_code == 0
     assert f"warning: {empty}: no dataset files in this folder" in both.stderr
+
+
+# ----------------------------------------------------------------------------- pacing
+
+
+def test_an_import_and_a_build_collect_garbage_less_often_and_give_the_pace_back(
+    tmp_path: Path, records: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While records are stored and while the matcher index is built, the cyclic collector
+    runs at BULK_GC_THRESHOLDS; afterwards at the process's own pace (here a made-up one),
+    also when the import failed."""
+    import gc
+
+    from kb.ingest.importer import Importer
+    from kb.matcher import build
+    from kb.pacing import BULK_GC_THRESHOLDS
+
+    seen: dict[str, tuple[int, int, int]] = {}
+    add, write = Importer.add, build._RowWriter.write
+
+    def watched_add(self: Any, item: Any) -> None:
+        seen["import"] = gc.get_threshold()
+        add(self, item)
+
+    def watched_write(self: Any, pending: Any) -> None:
+        seen["build"] = gc.get_threshold()
+        write(self, pending)
+
+    monkeypatch.setattr(Importer, "add", watched_add)
+    monkeypatch.setattr(build._RowWriter, "write", watched_write)
+    before = gc.get_threshold()
+    gc.set_threshold(900, 11, 12)
+    try:
+        with KnowledgeBase(str(tmp_path / "kb.sqlite3")) as opened:
+            opened.import_sources([str(write_jsonl(tmp_path / "in.jsonl", records))])
+            assert gc.get_threshold() == (900, 11, 12)
+            opened.build_matcher()
+            assert gc.get_threshold() == (900, 11, 12)
+            assert seen == {"import": BULK_GC_THRESHOLDS, "build": BULK_GC_THRESHOLDS}
+
+            def broken(self: Any, item: Any) -> None:
+                raise RuntimeError("the disk went away")
+
+            monkeypatch.setattr(Importer, "add", broken)
+            with pytest.raises(RuntimeError):
+                opened.import_sources([str(tmp_path / "in.jsonl")], force=True)
+            assert gc.get_threshold() == (900, 11, 12)
+    finally:
+        gc.set_threshold(*before)
+
+
+def test_a_held_setting_comes_back_when_the_last_of_overlapping_holders_leaves() -> None:
+    import threading
+
+    from kb.pacing import Held
+
+    value = [5]
+    held = Held(lambda: value[0], lambda v: value.__setitem__(0, v), lambda saved: saved * 10)
+    entered, leave = threading.Barrier(2), threading.Event()
+
+    def holder() -> None:
+        with held:
+            entered.wait()
+            leave.wait()
+
+    thread = threading.Thread(target=holder)
+    thread.start()
+    with held:
+        entered.wait()
+        assert value[0] == 50  # not 500: the second holder keeps the first one's value
+    assert value[0] == 50  # the thread still holds it
+    leave.set()
+    thread.join()
+    assert value[0] == 5

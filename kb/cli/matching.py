@@ -95,6 +95,7 @@ def match(
     """
     from kb import render
     from kb.matcher import DEFAULT_MIN_SCORE
+    from kb.pacing import BULK_GC_THRESHOLDS
 
     if as_json:
         fmt = "json"
@@ -103,7 +104,7 @@ def match(
     # thousands of short-lived containers: collecting less often (big.log at 150k records:
     # 20 ms in 49 collections -> 8 ms in 28).
     gc.freeze()
-    gc.set_threshold(10_000, 50, 100)
+    gc.set_threshold(*BULK_GC_THRESHOLDS)
     threshold = DEFAULT_MIN_SCORE if min_score is None else min_score
     log_bytes: bytes | None = None  # kept when the output must quote the log (github)
     if clipboard:

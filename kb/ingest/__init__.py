@@ -38,6 +38,7 @@ from kb.ingest.site import (
     repository_file,
 )
 from kb.models import DATASET_SOURCES, IMPORT_RUNS
+from kb.pacing import FEWER_COLLECTIONS
 from kb.records import Record
 
 __all__ = [
@@ -112,7 +113,7 @@ def import_sources(
     started = datetime.now(UTC)
     copies = Path(tempfile.mkdtemp(prefix="kb-import-"))
     try:
-        with engine.begin() as conn:
+        with FEWER_COLLECTIONS, engine.begin() as conn:
             runs = IMPORT_RUNS
             run_key = conn.execute(
                 insert(runs).values(

@@ -38,6 +38,7 @@ from kb.matcher.cache import (
     normalize_template,
     words_of,
 )
+from kb.pacing import FEWER_COLLECTIONS
 from kb.patterns import (
     GENERIC_LITERAL_CHARS,
     MIN_KEY_CHARS,
@@ -206,6 +207,16 @@ def write_cache_file(
 ) -> None:
     """The cache for `revision` written to `path` (an empty or new file) and synced to the
     disk, ready to be renamed into place; the caller removes it when this raises."""
+    with FEWER_COLLECTIONS:
+        _write_cache_file(sources, path, revision, progress)
+
+
+def _write_cache_file(
+    sources: Iterable[PatternSource],
+    path: Path,
+    revision: str,
+    progress: Callable[[int], None] | None,
+) -> None:
     started = time.perf_counter()
     con = sqlite3.connect(path)
     con.execute("PRAGMA journal_mode=OFF")

@@ -20,6 +20,7 @@ import hyperscan
 from kb.logtext import LineBlock
 from kb.matcher import anchors
 from kb.matcher.cache import DAMAGE, CacheReader
+from kb.pacing import Held
 
 # Blocks this big are scanned in a thread, alongside the work on their neighbours.
 THREADED_SCAN_BYTES = 1 << 20
@@ -170,30 +171,13 @@ class Prefilter:
         return anchors.hits_in(data, self._reader.anchored_keys(found)) + _scan(self._rest, data)
 
 
-class _QuickHandoff:
-    """SCAN_SWITCH_INTERVAL while at least one scan runs in a thread (the interval is the
-    process's: matches in several threads share it); the interval before, once none does."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._scans = 0
-        self._saved = 0.0
-
-    def __enter__(self) -> None:
-        with self._lock:
-            if not self._scans:
-                self._saved = sys.getswitchinterval()
-                sys.setswitchinterval(min(self._saved, SCAN_SWITCH_INTERVAL))
-            self._scans += 1
-
-    def __exit__(self, *_exc: object) -> None:
-        with self._lock:
-            self._scans -= 1
-            if not self._scans:
-                sys.setswitchinterval(self._saved)
+def _quick(saved: float) -> float:
+    return min(saved, SCAN_SWITCH_INTERVAL)
 
 
-_QUICK_HANDOFF: Final = _QuickHandoff()
+# SCAN_SWITCH_INTERVAL while at least one scan runs in a thread (matches in several threads
+# share the process's interval); the interval before, once none does.
+_QUICK_HANDOFF: Final = Held(sys.getswitchinterval, sys.setswitchinterval, _quick)
 
 
 class BlockScan:
