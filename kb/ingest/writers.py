@@ -176,7 +176,6 @@ class SqliteWriter(PortableWriter):
         for row in inserts:
             row["key"] = self._next_key
             self._next_key += 1
-        tagged = [(row["key"], row["tags"]) for row in inserts]
         if updates:
             # Rows written earlier in this import have no full-text entry yet (finish() adds
             # them all at once); only older rows have text to take out.
@@ -185,11 +184,10 @@ class SqliteWriter(PortableWriter):
                 fts_delete(self.conn, indexed)
         if inserts:
             _bulk_insert(self.conn, inserts)
-        if updates:
-            tagged += self._replace(updates)
+        replaced = self._replace(updates) if updates else []
         if self._empty:
             return  # finish() derives every tag row from the stored records at once
-        rows = _tag_rows(tagged)
+        rows = _tag_rows([(row["key"], row["tags"]) for row in inserts] + replaced)
         if rows:
             self.conn.exec_driver_sql(
                 f"INSERT INTO {RECORD_TAGS.name} (record_key, tag) VALUES (?, ?)", rows
