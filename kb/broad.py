@@ -5,10 +5,10 @@ That statement joins every record found to the records table, for the id that br
 and for the message that ranks a record holding the query whole first: at a million
 records the join costs about 4.5 us a record, 60 of the 109 ms of "should be a" (13,273
 records). Here FTS5 alone scores the records (rowid and bm25), a second FTS5 query finds
-those whose message holds the query's words side by side (the text of the best of them is
-read, to see that it holds the query as kb.query.phrase_held says), and only the records
-scoring at most the limit-th score are read (every tie with it too, so the id still breaks
-ties as before).
+those whose message holds the query's words side by side, scored in the same walk by kb's
+own bm25 where it can (the text of the best of them is read, to see that it holds the query
+as kb.query.phrase_held says), and only the records scoring at most the limit-th score are
+read (every tie with it too, so the id still breaks ties as before).
 """
 
 from __future__ import annotations
@@ -18,6 +18,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from kb.ranking import FUNCTION, Ranker, Slots
+
+# kb's own bm25 scores at most this many records that hold a broad query's phrase (kb.broad),
+# else FTS5's: in the walk that finds them it cost 3.9 us a record more than the walk
+# ("ValueError has to", 16,766 records, 174 ms, where FTS5 walked "ValueError"'s 511,831 again
+# and scored them in 153 ms more), so past 50,000 (0.2 s) the two cost alike at best.
+HELD_SCORED: Final = 50_000
 # Below this many records found, the one statement is the faster: the second walk of the
 # query's words costs more than the joins it saves. At a million records, warm, FTS5's bm25
 # (kb_bm25 off), the statement against this module, 2026-12-02: "ValueError be defined"
@@ -52,6 +59,11 @@ class Held:
     exact: str | None = None
 
 
+# Scores of the records that hold a phrase: (key, score) best first, or None where they
+# cannot be had that way (then FTS5's bm25 scores them).
+HeldScores = Callable[[str], list[tuple[int, float]] | None]
+
+
 def best_records(
     run: Callable[..., list[tuple[Any, ...]]],
     *,
@@ -61,16 +73,19 @@ def best_records(
     expression: str,
     held: Held | None,
     limit: int,
+    held_scores: HeldScores | None = None,
 ) -> list[tuple[Any, ...]]:
     """The best `limit` records of the FTS5 `expression`, ordered as `ORDER BY <holds the
     phrase first>, rank, r.id`: `columns` of `records r` (r.id first), then the `rank` (an
     FTS5 bm25 call, on the `ranked` expression: the same, or one that matches more records).
-    `held`: the records that hold the phrase; None for no phrase."""
+    `held`: the records that hold the phrase; None for no phrase. `held_scores`, given
+    `held.worded`, scores its records as `rank` would in the walk that finds them (kb's own
+    bm25, kb.ranking), where FTS5's bm25 must walk the ranked expression's records again."""
     found: list[tuple[Any, ...]] = []
     if limit <= 0:
         return found
     if held is not None:  # its records are the expression's
-        found = _best_holding(run, columns, rank, ranked, held, limit)
+        found = _best_holding(run, columns, rank, ranked, held, limit, held_scores)
         if len(found) >= limit:
             return [row[:-1] for row in found[:limit]]
     # every record that holds the phrase was found above: the rest come after them
@@ -95,24 +110,16 @@ def _best_holding(
     ranked: str,
     held: Held,
     limit: int,
+    held_scores: HeldScores | None = None,
 ) -> list[tuple[Any, ...]]:
     """The best `limit` of the records that hold the phrase, as `_best` gives them (every
     one, when fewer hold it). FTS5 finds and scores those that hold it word for word; their
     text is read best first, TEXT_CHUNK at a time, until `limit` hold it and the next score
     is worse than the limit-th's (the rest of a trimmed phrase's records sifted by the whole
     phrase after TRIMMED_READ)."""
-    # The holders first, on their own: where none holds the phrase (the usual case for a
-    # query of common words, and always for a word the speller corrected), the walk of the
-    # ranked expression is saved; 13 of the 14 ms of "inuts_embeds" at a million records.
-    keys = _rowids(run, held.worded)
-    if not keys:
+    scores = _held_scores(run, rank, ranked, held.worded, held_scores)
+    if not scores:
         return []
-    # the keys as one JSON array (SQLite's JSON functions, built in since 3.38): any number
-    scores = run(
-        f"SELECT records_fts.rowid, {rank} AS rank FROM records_fts WHERE records_fts MATCH ? "
-        "AND +records_fts.rowid IN (SELECT value FROM json_each(?)) ORDER BY rank",
-        [ranked, json.dumps(keys)],
-    )
     text_sql, text_params = held.text
     holders: dict[int, float] = {}
     threshold: float | None = None
@@ -143,6 +150,60 @@ def _best_holding(
     rows = run(f"SELECT {columns}, r.key FROM records r WHERE r.key IN ({marks})", list(chosen))
     best = sorted((chosen[row[-1]], row[0], row) for row in rows)[:limit]
     return [(*row[:-1], score, row[-1]) for score, _, row in best]
+
+
+def own_held_scores(
+    ranker: Ranker,
+    counts: Callable[[Sequence[str]], list[int]],
+    slots: tuple[list[int], list[str]],
+    phrases: int,
+) -> HeldScores:
+    """Scores of the records that hold the phrases by kb's own bm25 (kb.ranking) in the walk
+    of kb.query.held_word_for_word's expression: the query's expression, whose phrases take
+    the ranking's `slots` (kb.query.rank_slots; `counts` gives their terms' record counts),
+    then one phrase for each of the `phrases`, which rank nothing. None past HELD_SCORED
+    records, or where the ranker cannot run."""
+    phrase_slots, slot_terms = slots
+
+    def scores(worded: str) -> list[tuple[int, float]] | None:
+        counted = Slots((*phrase_slots, *[-1] * phrases), tuple(counts(slot_terms)), HELD_SCORED)
+        sql = (
+            f"SELECT rowid, {FUNCTION}(records_fts, {counted.literal()}) AS rank "
+            "FROM records_fts WHERE records_fts MATCH ? ORDER BY rank"
+        )
+        rows = ranker.rows(sql, [worded])
+        return None if rows is None else [(int(key), float(score)) for key, score in rows]
+
+    return scores
+
+
+def _held_scores(
+    run: Callable[..., list[tuple[Any, ...]]],
+    rank: str,
+    ranked: str,
+    worded: str,
+    held_scores: HeldScores | None,
+) -> list[tuple[Any, ...]]:
+    """The records of `worded` with their scores, best first: in the walk that finds them
+    where `held_scores` can (one walk, not two: "AssertionError be not", 1,291 records of
+    52,899, 52 against 83 ms; "ValueError has to", 16,766 of 511,831, 174 against 262, at a
+    million records, 2026-12-03), else found, then scored by FTS5's bm25."""
+    if held_scores is not None:
+        found = held_scores(worded)
+        if found is not None:
+            return list(found)
+    # The holders first, on their own: where none holds the phrase (the usual case for a
+    # query of common words, and always for a word the speller corrected), the walk of the
+    # ranked expression is saved; 13 of the 14 ms of "inuts_embeds" at a million records.
+    keys = _rowids(run, worded)
+    if not keys:
+        return []
+    # the keys as one JSON array (SQLite's JSON functions, built in since 3.38): any number
+    return run(
+        f"SELECT records_fts.rowid, {rank} AS rank FROM records_fts WHERE records_fts MATCH ? "
+        "AND +records_fts.rowid IN (SELECT value FROM json_each(?)) ORDER BY rank",
+        [ranked, json.dumps(keys)],
+    )
 
 
 def _rowids(run: Callable[..., list[tuple[Any, ...]]], expression: str) -> list[int]:

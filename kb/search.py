@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from kb.broad import BROAD_RECORDS, Held, best_records
+from kb.broad import BROAD_RECORDS, Held, best_records, own_held_scores
 from kb.distinct import any_case, short_named
 from kb.query import (
     MAX_QUERY_CHARS,
@@ -103,6 +103,9 @@ STOP_WORDS: Final = frozenset({
 # A qualified class name as people paste it from a traceback: modules, then a capitalised name
 # (django.core.exceptions.ImproperlyConfigured); records keep the last name only.
 QUALIFIED_CLASS_RE: Final = re.compile(r"((?:[A-Za-z_][A-Za-z0-9_]*\.)+)([A-Z][A-Za-z0-9_]*)")
+# A word that could name an exception class as records keep it (the last name only).
+CLASS_WORD_RE: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+INNER_CAPITAL_RE: Final = re.compile(r"(?<=.)[A-Z]")  # ValueError, not Error or Unable
 CONTROL_RE: Final = re.compile(r"[\x00-\x1f\x7f-\x9f]+")
 
 
@@ -177,7 +180,7 @@ class Searcher:
         elif not terms:
             return SearchResponse([], 0, query, "none")
         else:
-            query_words = query
+            query_words = self._without_class_word(query, terms)
         phrases = message_phrases(query_words)
         found = self._words(terms, scope, phrases, limit, "all")
         if found.total:
@@ -321,6 +324,23 @@ class Searcher:
                     return term
         return None
 
+    def _without_class_word(self, query: str, terms: Sequence[str]) -> str:
+        """The query without its first word where that word is a stored error class as typed
+        and words follow it ("ValueError: must be positive", as a traceback's last line
+        reads): the message must hold what follows the class to rank first, for a record
+        keeps its class apart from its message. The word still selects and ranks records. A
+        capitalised word ("Error loading model") is taken for a class only with its colon."""
+        first = query.split(maxsplit=1)
+        if len(terms) < 2 or len(first) < 2 or terms[0] != first[0]:
+            return query
+        name = terms[0].rstrip(":")
+        if not CLASS_WORD_RE.fullmatch(name) or not (
+            name != terms[0] or INNER_CAPITAL_RE.search(name)
+        ):
+            return query
+        sql = "SELECT 1 FROM records r WHERE r.error_class = ? LIMIT 1"
+        return first[1] if self.run(sql, [name]) else query
+
     # ------------------------------------------------------------------ the ways to find
 
     def _filtered(self, scope: Scope, limit: int, method: str = "filters") -> SearchResponse:
@@ -378,9 +398,18 @@ class Searcher:
             expression = fts_expression(terms, mode)
             common = typed_common & frozenset(terms)  # selecting only leaves terms out
             ranked = fts_rank_expression(terms, mode, common)
-            own = self._own_ranking(terms, mode, common)
+            slots = rank_slots(terms, mode, common)
+            own = self._own_ranking(terms, mode, common, slots)
             return self._fts_expression(
-                expression, scope, limit, method, ranked, own, phrases=phrases, edges=edges
+                expression,
+                scope,
+                limit,
+                method,
+                ranked,
+                own,
+                phrases=phrases,
+                edges=edges,
+                slots=slots,
             )
         dialect = "postgresql" if self.tsvector else "other"
         order = [*phrase_first(phrases, dialect), *scope.order]
@@ -389,7 +418,11 @@ class Searcher:
         return self._like(terms, scope, order, limit, mode == "all", method)
 
     def _own_ranking(
-        self, terms: Sequence[str], mode: str, common: frozenset[str]
+        self,
+        terms: Sequence[str],
+        mode: str,
+        common: frozenset[str],
+        slots: tuple[list[int], list[str]],
     ) -> OwnRanking | None:
         """What kb's own bm25 needs to rank the query (kb.query.rank_slots), and how many
         records it may score before FTS5's bm25 is the cheaper: as many as FTS5's would walk
@@ -402,7 +435,7 @@ class Searcher:
         6,340), at a million records."""
         if self.ranker is None:
             return None
-        phrase_slots, slot_terms = rank_slots(terms, mode, common)
+        phrase_slots, slot_terms = slots
         # as typed, so that a one-word term's estimate is the one the sample already made
         words = list(dict.fromkeys(w for t in slot_terms for w in WORD_RE.findall(t)))
         most = most_scored(sum(self.common.estimated(words)))
@@ -432,6 +465,7 @@ class Searcher:
         own: OwnRanking | None = None,
         phrases: Sequence[str] = (),
         edges: frozenset[str] = frozenset(),
+        slots: tuple[list[int], list[str]] | None = None,
     ) -> SearchResponse:
         """The records of an FTS5 expression, ranked by bm25 on it, or on `ranked` (the
         expression without its common words, fts_rank_expression) restricted to them, after
@@ -439,7 +473,9 @@ class Searcher:
         bm25 gives that ranking first, with the total in the same walk; where the query finds
         more records than it may score (kb.ranking), FTS5's bm25 after a count, reading only
         the best records where it finds many (kb.broad), `edges` (common words, lower case)
-        left out of the ends of the phrases where FTS5 finds the records that hold them."""
+        left out of the ends of the phrases where FTS5 finds the records that hold them, and
+        kb's own bm25 scoring those where it finds them, on the `slots` of the ranking
+        (kb.query.rank_slots)."""
         where = scope.where("records_fts MATCH ?")
         params = [expression, *scope.params]
         joined = "records_fts JOIN records r ON r.key = records_fts.rowid"
@@ -483,6 +519,11 @@ class Searcher:
                 expression=expression,
                 held=held,
                 limit=limit,
+                held_scores=(
+                    own_held_scores(self.ranker, self.counts.of, slots, len(phrases))
+                    if self.ranker is not None and slots is not None
+                    else None
+                ),
             )
             return ranked_response(rows, total, method)
         first, first_params = order_by(order)

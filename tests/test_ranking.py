@@ -276,27 +276,46 @@ BROAD_QUERIES = [
 ]
 
 
-@pytest.mark.parametrize(("limit", "chunk"), [(5, None), (20, None), (5, 2)])
+@pytest.mark.parametrize(
+    ("limit", "chunk", "own_scores"),
+    [(5, None, True), (20, None, True), (5, 2, True), (5, None, False), (5, 2, False)],
+)
 def test_a_query_that_finds_many_reads_only_its_best_records_and_ranks_them_alike(
-    real_kb: KnowledgeBase, monkeypatch: pytest.MonkeyPatch, limit: int, chunk: int | None
+    real_kb: KnowledgeBase,
+    monkeypatch: pytest.MonkeyPatch,
+    limit: int,
+    chunk: int | None,
+    own_scores: bool,
 ) -> None:
     """kb.broad's ranking (FTS5 scores alone, the phrase's records found by FTS5, only the
     best records read) is the one statement's: the same totals, methods, ids in order and
     scores, where the phrase's records fill the page and where they do not, and where the
     phrase's common end words were left out (with reads of 2 records, the whole phrase is
-    walked after 4 of them)."""
+    walked after 4 of them); the phrase's records scored by kb's own bm25 in the walk that
+    finds them, or by FTS5's bm25 after it."""
     import kb.broad
 
     if chunk is not None:
         monkeypatch.setattr("kb.broad.TEXT_CHUNK", chunk)
         monkeypatch.setattr("kb.broad.TRIMMED_READ", 2 * chunk)
+    if not own_scores:
+        monkeypatch.setattr("kb.search.own_held_scores", lambda *_: lambda _worded: None)
     holding = kb.broad._best_holding
-    filled = partly = broad = trimmed = walked = 0
+    filled = partly = broad = trimmed = walked = scored = 0
 
     def spy(run: Any, *args: Any) -> Any:
         nonlocal filled, partly, trimmed, walked
-        held = args[3]
+        held, held_scores = args[3], args[5]
         trimmed += held.exact is not None
+        if held_scores is not None:
+
+            def counted(worded: str) -> Any:
+                nonlocal scored
+                found = held_scores(worded)
+                scored += found is not None
+                return found
+
+            args = (*args[:5], counted)
 
         def counting(sql: str, params: Any = ()) -> Any:
             nonlocal walked
@@ -325,3 +344,4 @@ def test_a_query_that_finds_many_reads_only_its_best_records_and_ranks_them_alik
         ], query
     assert broad >= len(BROAD_QUERIES) - 2 and filled >= 2 and partly >= 1  # tests something
     assert trimmed >= 2 and (chunk is None or walked >= 1)
+    assert (scored >= broad - 2) if own_scores else scored == 0

@@ -374,6 +374,51 @@ def test_a_class_by_its_qualified_name_prefers_the_records_of_its_module(
     assert invoke("search", "zzqx.errors.RotorJammed", "--json").exit_code == 1
 
 
+def test_a_class_before_the_words_is_not_part_of_the_message_they_quote(
+    invoke: Any, tmp_path: Path, database: str
+) -> None:
+    """"ValueError: must be positive" (a traceback's last line) ranks first the record whose
+    message holds "must be positive": the class is kept apart from the message. A record that
+    holds the words more often but not side by side in its message ranks above it on bm25
+    (PostgreSQL's ts_rank ranks these two the other way round on the words alone)."""
+    base = seed_record()
+    records = [
+        dict(
+            base,
+            id="00000000000000e1",
+            slug="offset-positive",
+            errorClass="ValueError",
+            errorMessage="Offset must be positive, got {offset}",
+        ),
+        dict(
+            base,
+            id="00000000000000e2",
+            slug="must-be-positive",
+            errorClass="ValueError",
+            errorMessage="must be; positive, must be; positive, {name} must be; positive",
+        ),
+        dict(base, id="00000000000000e3", slug="error-class", errorClass="Error"),
+    ]
+    write_jsonl(tmp_path / "in.jsonl", records)
+    assert invoke("import", str(tmp_path / "in.jsonl")).exit_code == 0
+
+    def first(*query: str) -> str:
+        result = invoke("search", *query, "--json")
+        assert result.exit_code == 0, (query, result.output)
+        return str(json.loads(result.stdout)["results"][0]["id"])
+
+    for query in ("ValueError: must be positive", "ValueError must be positive"):
+        assert first(query) == "00000000000000e1", query
+    # without the class the words alone are the phrase: the same record
+    assert first("must be positive") == "00000000000000e1"
+    # a capitalised word is a class only with its colon ("Error must be positive" reads
+    # as words): without it, the phrase "error must be positive" no message holds
+    assert first("Error: must be positive") == "00000000000000e1"
+    if database == "sqlite":
+        assert first("Error must be positive") == "00000000000000e2"
+        assert first("ValueError must be") == "00000000000000e2"  # the words rank
+
+
 def test_a_misspelt_identifier_gets_the_identifier_it_meant(loaded: Any) -> None:
     result = loaded("search", "backnd_per_kindd")
     assert result.exit_code == 0, result.output
