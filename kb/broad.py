@@ -20,11 +20,14 @@ from typing import Any, Final
 
 from kb.ranking import FUNCTION, Ranker, Slots
 
-# kb's own bm25 scores at most this many records that hold a broad query's phrase (kb.broad),
-# else FTS5's: in the walk that finds them it cost 3.9 us a record more than the walk
-# ("ValueError has to", 16,766 records, 174 ms, where FTS5 walked "ValueError"'s 511,831 again
-# and scored them in 153 ms more), so past 50,000 (0.2 s) the two cost alike at best.
-HELD_SCORED: Final = 50_000
+# kb's own bm25 scores the records that hold a broad query's phrase in the walk that finds
+# them where the sample (kb.query.CommonWords.share_of) says at most HELD_ESTIMATED do, else
+# FTS5's bm25 after the walk. It costs 4-15 us a record, where FTS5's walks the ranked words'
+# records again: at a million records, 2026-12-03, "ValueError has to" (16,766 records)
+# 327 against 445 ms, "must be a" (35,973) 253 against 310, but "is not" (69,240) 2,445
+# against 1,675 ms (it gave up after 50,000). HELD_SCORED bounds what a wrong estimate costs.
+HELD_ESTIMATED: Final = 50_000
+HELD_SCORED: Final = 80_000
 # Below this many records found, the one statement is the faster: the second walk of the
 # query's words costs more than the joins it saves. At a million records, warm, FTS5's bm25
 # (kb_bm25 off), the statement against this module, 2026-12-02: "ValueError be defined"

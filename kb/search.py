@@ -14,12 +14,17 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from kb.broad import BROAD_RECORDS, Held, best_records, own_held_scores
-from kb.distinct import any_case, short_named
+from kb.broad import (
+    BROAD_RECORDS,
+    HELD_ESTIMATED,
+    Held,
+    HeldScores,
+    best_records,
+    own_held_scores,
+)
 from kb.query import (
     MAX_QUERY_CHARS,
     CommonWords,
@@ -30,7 +35,6 @@ from kb.query import (
     held_word_for_word,
     like_escape,
     message_phrases,
-    module_first,
     order_by,
     phrase_first,
     phrase_held,
@@ -50,6 +54,7 @@ from kb.ranking import (
     worth_trying,
 )
 from kb.records import ID_RE
+from kb.scope import Scope, Scoping
 from kb.search_types import (
     RESULT_COLUMNS,
     Filters,
@@ -100,31 +105,7 @@ STOP_WORDS: Final = frozenset({
     "which", "while", "who", "whom", "why", "how", "where", "here", "just", "got", "get",
     "set", "use", "used", "using",
 })  # fmt: skip
-# A qualified class name as people paste it from a traceback: modules, then a capitalised name
-# (django.core.exceptions.ImproperlyConfigured); records keep the last name only.
-QUALIFIED_CLASS_RE: Final = re.compile(r"((?:[A-Za-z_][A-Za-z0-9_]*\.)+)([A-Z][A-Za-z0-9_]*)")
-# A word that could name an exception class as records keep it (the last name only).
-CLASS_WORD_RE: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-INNER_CAPITAL_RE: Final = re.compile(r"(?<=.)[A-Z]")  # ValueError, not Error or Unable
 CONTROL_RE: Final = re.compile(r"[\x00-\x1f\x7f-\x9f]+")
-
-
-@dataclass
-class Scope:
-    """Filters as SQL on `records r`: WHERE conditions, and ORDER BY terms that go before the
-    rank (records that agree with a qualified name's module first)."""
-
-    conditions: list[str] = field(default_factory=list)
-    params: list[Any] = field(default_factory=list)
-    order: list[tuple[str, list[Any]]] = field(default_factory=list)
-    resolved: list[Resolved] = field(default_factory=list)
-
-    def where(self, *first: str) -> str:
-        return _where([*first, *self.conditions])
-
-
-def _where(conditions: Sequence[str]) -> str:
-    return (" WHERE " + " AND ".join(conditions)) if conditions else ""
 
 
 class Searcher:
@@ -138,7 +119,8 @@ class Searcher:
         self.run = runner.rows
         self.fts = runner.fts
         self.tsvector = runner.dialect == "postgresql"
-        self.cache, self.revision = cache, revision  # kb.distinct's lists are kept per revision
+        self.cache, self.revision = cache, revision
+        self.scoping = Scoping(self.run, revision, cache)  # filters, and classes among words
         # "did you mean": its word lists kept in `cache` between runs, per revision
         self.speller = Speller(self.run, self._known, cache, revision)
         self.common = CommonWords(self.run, revision, cache)  # words bm25 need not rank by
@@ -157,7 +139,7 @@ class Searcher:
     ) -> SearchResponse:
         # Control characters mean nothing in a query, and a NUL would end SQLite's string.
         query = CONTROL_RE.sub(" ", (query or "")[:MAX_QUERY_CHARS]).strip() or None
-        scope = self._scope(filters)
+        scope = self.scoping.scope(filters)
         found = self._search(query, scope, limit)
         found.resolved = scope.resolved
         return found
@@ -169,7 +151,7 @@ class Searcher:
         if exact is not None:
             return exact
         terms = terms_of(query)
-        qualified = self._qualified_class(terms, scope)
+        qualified = self.scoping.qualified_class(terms, scope)
         if qualified is not None:
             terms = [term for term in terms if term != qualified]
             query_words = query.replace(qualified, " ", 1)
@@ -180,7 +162,7 @@ class Searcher:
         elif not terms:
             return SearchResponse([], 0, query, "none")
         else:
-            query_words = self._without_class_word(query, terms)
+            query_words = self.scoping.without_class_word(query, terms)
         phrases = message_phrases(query_words)
         found = self._words(terms, scope, phrases, limit, "all")
         if found.total:
@@ -237,109 +219,6 @@ class Searcher:
             if found.results:
                 return found.results
         return []
-
-    # ------------------------------------------------------------------ filters
-
-    def _scope(self, filters: Filters) -> Scope:
-        """The filters as SQL, each by the stored values it means (see `Resolved`)."""
-        scope = Scope()
-        for name, column, typed in (
-            ("repo", "repo", filters.repo),
-            ("errorClass", "error_class", filters.error_class),
-            ("errorCode", "error_code", filters.code),
-            ("errorType", "error_type", filters.error_type),
-            ("severity", "severity", filters.severity),
-        ):
-            if typed:
-                if column == "repo":
-                    values = self._repos(typed)
-                elif column == "error_class":
-                    values = self._classes(typed, scope)
-                else:
-                    values = self._stored("records", column, typed)
-                self._narrow(scope, Resolved(name, typed, values or (typed,)), f"r.{column}")
-        if filters.tag:
-            values = self._stored("record_tags", "tag", filters.tag) or (filters.tag,)
-            marks = ", ".join("?" * len(values))
-            scope.conditions.append(
-                "EXISTS (SELECT 1 FROM record_tags t WHERE t.record_key = r.key "
-                f"AND t.tag IN ({marks}))"
-            )
-            scope.params += values
-            scope.resolved.append(Resolved("tags", filters.tag, values))
-        return scope
-
-    @staticmethod
-    def _narrow(scope: Scope, resolved: Resolved, column: str) -> None:
-        scope.conditions.append(f"{column} IN ({', '.join('?' * len(resolved.values))})")
-        scope.params += resolved.values
-        scope.resolved.append(resolved)
-
-    def _stored(self, table: str, column: str, typed: str) -> tuple[str, ...]:
-        """The stored values equal to what was typed but for case. Index look-ups first: the
-        value as typed (the usual case), then in lower, upper and capitalised case (tags and
-        repositories are lower case); only when none is stored, a scan of the column."""
-        variants = list(dict.fromkeys((typed, typed.lower(), typed.upper(), typed.capitalize())))
-        marks = ", ".join("?" * len(variants))
-        rows = self.run(
-            f"SELECT DISTINCT {column} FROM {table} WHERE {column} IN ({marks})", variants
-        )
-        if not rows:
-            return any_case(self.run, table, column, typed, self.revision, self.cache)
-        return tuple(sorted(str(row[0]) for row in rows))
-
-    def _repos(self, typed: str) -> tuple[str, ...]:
-        """A repository by its name whatever the case, else by its short name (`pandas` for
-        pandas-dev/pandas): every repository of that name, when several share it."""
-        exact = self._stored("records", "repo", typed)
-        if exact or "/" in typed:
-            return exact
-        return short_named(self.run, "records", "repo", typed, self.revision, self.cache)
-
-    def _classes(self, typed: str, scope: Scope) -> tuple[str, ...]:
-        """An error class whatever the case, or by its qualified name: records keep the last
-        name (ImproperlyConfigured), and those whose repository or file agrees with the
-        module path (django.core.exceptions) come first."""
-        exact = self._stored("records", "error_class", typed)
-        if exact:
-            return exact
-        qualified = QUALIFIED_CLASS_RE.fullmatch(typed)
-        if qualified is None:
-            return ()
-        found = self._stored("records", "error_class", qualified.group(2))
-        if found:
-            scope.order.append(module_first(qualified.group(1).rstrip(".")))
-        return found
-
-    def _qualified_class(self, terms: list[str], scope: Scope) -> str | None:
-        """The first qualified class name among the query's words (pasted from a traceback,
-        perhaps with its colon) that names a stored class: it becomes an error-class filter,
-        its module ranks agreeing records first, and the term is returned."""
-        for term in terms:
-            name = term.rstrip(":,;")
-            if QUALIFIED_CLASS_RE.fullmatch(name):
-                values = self._classes(name, scope)
-                if values:
-                    self._narrow(scope, Resolved("errorClass", name, values), "r.error_class")
-                    return term
-        return None
-
-    def _without_class_word(self, query: str, terms: Sequence[str]) -> str:
-        """The query without its first word where that word is a stored error class as typed
-        and words follow it ("ValueError: must be positive", as a traceback's last line
-        reads): the message must hold what follows the class to rank first, for a record
-        keeps its class apart from its message. The word still selects and ranks records. A
-        capitalised word ("Error loading model") is taken for a class only with its colon."""
-        first = query.split(maxsplit=1)
-        if len(terms) < 2 or len(first) < 2 or terms[0] != first[0]:
-            return query
-        name = terms[0].rstrip(":")
-        if not CLASS_WORD_RE.fullmatch(name) or not (
-            name != terms[0] or INNER_CAPITAL_RE.search(name)
-        ):
-            return query
-        sql = "SELECT 1 FROM records r WHERE r.error_class = ? LIMIT 1"
-        return first[1] if self.run(sql, [name]) else query
 
     # ------------------------------------------------------------------ the ways to find
 
@@ -519,11 +398,7 @@ class Searcher:
                 expression=expression,
                 held=held,
                 limit=limit,
-                held_scores=(
-                    own_held_scores(self.ranker, self.counts.of, slots, len(phrases))
-                    if self.ranker is not None and slots is not None
-                    else None
-                ),
+                held_scores=self._held_scores(held, slots, len(phrases)),
             )
             return ranked_response(rows, total, method)
         first, first_params = order_by(order)
@@ -533,6 +408,17 @@ class Searcher:
             [*matched_params, *scope.params, *first_params, limit],
         )
         return ranked_response(rows, total, method)
+
+    def _held_scores(
+        self, held: Held | None, slots: tuple[list[int], list[str]] | None, phrases: int
+    ) -> HeldScores | None:
+        """kb's own bm25 for the records that hold the phrase (kb.broad), where the sample
+        says few enough hold it (HELD_ESTIMATED)."""
+        if held is None or self.ranker is None or slots is None:
+            return None
+        if self.common.share_of(held.worded) * self.common.records() > HELD_ESTIMATED:
+            return None
+        return own_held_scores(self.ranker, self.counts.of, slots, phrases)
 
     def _own_rows(
         self,
