@@ -21,13 +21,13 @@ from typing import Any, Final
 from kb.ranking import FUNCTION, Ranker, Slots
 
 # kb's own bm25 scores the records that hold a broad query's phrase in the walk that finds
-# them where the sample (kb.query.CommonWords.share_of) says at most HELD_ESTIMATED do, else
-# FTS5's bm25 after the walk. It costs 4-15 us a record, where FTS5's walks the ranked words'
-# records again: at a million records, 2026-12-03, "ValueError has to" (16,766 records)
-# 327 against 445 ms, "must be a" (35,973) 253 against 310, but "is not" (69,240) 2,445
-# against 1,675 ms (it gave up after 50,000). HELD_SCORED bounds what a wrong estimate costs.
-HELD_ESTIMATED: Final = 50_000
-HELD_SCORED: Final = 80_000
+# them where the query finds at most HELD_RECORDS (so at most that many hold it), else FTS5's
+# bm25 after the walk. It costs 4-15 us a record, where FTS5's walks the ranked words'
+# records again: at a million records, 2026-12-03, "AssertionError be not" (1,291 of 52,899
+# records) 114 against 169 ms, "must be a" (35,973 of 36,041) 253 against 310, but "is not"
+# (69,240 of 232,866) 2,445 against 1,675 (kb_bm25 gave up after 50,000). FTS5 cannot say
+# cheaply how many hold a phrase of common words: a sample of "got and" took 300 ms.
+HELD_RECORDS: Final = 60_000
 # Below this many records found, the one statement is the faster: the second walk of the
 # query's words costs more than the joins it saves. At a million records, warm, FTS5's bm25
 # (kb_bm25 off), the statement against this module, 2026-12-02: "ValueError be defined"
@@ -164,12 +164,12 @@ def own_held_scores(
     """Scores of the records that hold the phrases by kb's own bm25 (kb.ranking) in the walk
     of kb.query.held_word_for_word's expression: the query's expression, whose phrases take
     the ranking's `slots` (kb.query.rank_slots; `counts` gives their terms' record counts),
-    then one phrase for each of the `phrases`, which rank nothing. None past HELD_SCORED
+    then one phrase for each of the `phrases`, which rank nothing. None past HELD_RECORDS
     records, or where the ranker cannot run."""
     phrase_slots, slot_terms = slots
 
     def scores(worded: str) -> list[tuple[int, float]] | None:
-        counted = Slots((*phrase_slots, *[-1] * phrases), tuple(counts(slot_terms)), HELD_SCORED)
+        counted = Slots((*phrase_slots, *[-1] * phrases), tuple(counts(slot_terms)), HELD_RECORDS)
         sql = (
             f"SELECT rowid, {FUNCTION}(records_fts, {counted.literal()}) AS rank "
             "FROM records_fts WHERE records_fts MATCH ? ORDER BY rank"

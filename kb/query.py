@@ -223,18 +223,13 @@ class CommonWords:
 
     def share(self, term: str) -> float:
         """The share of the sampled records that hold the term (a word or a phrase)."""
-        return self.share_of(fts_phrase(term))
-
-    def share_of(self, expression: str) -> float:
-        """The share of the sampled records that an FTS5 expression finds: 1-5 ms at a
-        million records, where a walk of a common phrase's positions costs 100 or more."""
         runs = self._sample_runs()
         if not self._sampled:
             return 0.0
         one = (
             "(SELECT count(*) FROM records_fts WHERE records_fts MATCH ? AND rowid BETWEEN ? AND ?)"
         )
-        params = [value for low, high in runs for value in (expression, low, high)]
+        params = [value for low, high in runs for value in (fts_phrase(term), low, high)]
         (held,) = self.run("SELECT " + " + ".join(one for _ in runs), params)[0]
         return int(held or 0) / self._sampled
 

@@ -19,7 +19,7 @@ from typing import Any, Final
 
 from kb.broad import (
     BROAD_RECORDS,
-    HELD_ESTIMATED,
+    HELD_RECORDS,
     Held,
     HeldScores,
     best_records,
@@ -398,7 +398,7 @@ class Searcher:
                 expression=expression,
                 held=held,
                 limit=limit,
-                held_scores=self._held_scores(held, slots, len(phrases)),
+                held_scores=self._held_scores(held, slots, len(phrases), total),
             )
             return ranked_response(rows, total, method)
         first, first_params = order_by(order)
@@ -410,13 +410,15 @@ class Searcher:
         return ranked_response(rows, total, method)
 
     def _held_scores(
-        self, held: Held | None, slots: tuple[list[int], list[str]] | None, phrases: int
+        self,
+        held: Held | None,
+        slots: tuple[list[int], list[str]] | None,
+        phrases: int,
+        total: int,
     ) -> HeldScores | None:
-        """kb's own bm25 for the records that hold the phrase (kb.broad), where the sample
-        says few enough hold it (HELD_ESTIMATED)."""
-        if held is None or self.ranker is None or slots is None:
-            return None
-        if self.common.share_of(held.worded) * self.common.records() > HELD_ESTIMATED:
+        """kb's own bm25 for the records that hold the phrase (kb.broad), where the query
+        finds few enough (HELD_RECORDS)."""
+        if held is None or self.ranker is None or slots is None or total > HELD_RECORDS:
             return None
         return own_held_scores(self.ranker, self.counts.of, slots, phrases)
 
