@@ -20,6 +20,7 @@ from typing import Any, Final
 from kb.broad import (
     BROAD_RECORDS,
     HELD_RECORDS,
+    HELD_TRIED,
     Held,
     HeldScores,
     best_records,
@@ -416,11 +417,12 @@ class Searcher:
         phrases: int,
         total: int,
     ) -> HeldScores | None:
-        """kb's own bm25 for the records that hold the phrase (kb.broad), where the query
-        finds few enough (HELD_RECORDS)."""
-        if held is None or self.ranker is None or slots is None or total > HELD_RECORDS:
+        """kb's own bm25 for the records that hold the phrase (kb.broad): all of them where
+        the query finds at most HELD_RECORDS, else up to HELD_TRIED (it gives up past that)."""
+        if held is None or self.ranker is None or slots is None:
             return None
-        return own_held_scores(self.ranker, self.counts.of, slots, phrases)
+        most = total if total <= HELD_RECORDS else HELD_TRIED
+        return own_held_scores(self.ranker, self.counts.of, slots, phrases, most)
 
     def _own_rows(
         self,

@@ -278,30 +278,42 @@ BROAD_QUERIES = [
 
 @pytest.mark.parametrize(
     ("limit", "chunk", "own_scores"),
-    [(5, None, True), (20, None, True), (5, 2, True), (5, None, False), (5, 2, False)],
+    [
+        (5, None, "all"),
+        (20, None, "all"),
+        (5, 2, "all"),
+        (5, 2, "first 8"),
+        (20, None, "first 8"),
+        (5, None, "none"),
+        (5, 2, "none"),
+    ],
 )
 def test_a_query_that_finds_many_reads_only_its_best_records_and_ranks_them_alike(
     real_kb: KnowledgeBase,
     monkeypatch: pytest.MonkeyPatch,
     limit: int,
     chunk: int | None,
-    own_scores: bool,
+    own_scores: str,
 ) -> None:
     """kb.broad's ranking (FTS5 scores alone, the phrase's records found by FTS5, only the
     best records read) is the one statement's: the same totals, methods, ids in order and
     scores, where the phrase's records fill the page and where they do not, and where the
     phrase's common end words were left out (with reads of 2 records, the whole phrase is
     walked after 4 of them); the phrase's records scored by kb's own bm25 in the walk that
-    finds them, or by FTS5's bm25 after it."""
+    finds them, all or the first 8 (FTS5's bm25 the rest, as for a query that finds more
+    than kb.broad.HELD_RECORDS), or by FTS5's bm25 after it."""
     import kb.broad
 
     if chunk is not None:
         monkeypatch.setattr("kb.broad.TEXT_CHUNK", chunk)
         monkeypatch.setattr("kb.broad.TRIMMED_READ", 2 * chunk)
-    if not own_scores:
+    if own_scores == "none":
         monkeypatch.setattr("kb.search.own_held_scores", lambda *_: lambda _worded: None)
+    elif own_scores == "first 8":
+        monkeypatch.setattr("kb.search.HELD_RECORDS", 0)
+        monkeypatch.setattr("kb.search.HELD_TRIED", 8)
     holding = kb.broad._best_holding
-    filled = partly = broad = trimmed = walked = scored = 0
+    filled = partly = broad = trimmed = walked = scored = unscored = 0
 
     def spy(run: Any, *args: Any) -> Any:
         nonlocal filled, partly, trimmed, walked
@@ -310,9 +322,10 @@ def test_a_query_that_finds_many_reads_only_its_best_records_and_ranks_them_alik
         if held_scores is not None:
 
             def counted(worded: str) -> Any:
-                nonlocal scored
+                nonlocal scored, unscored
                 found = held_scores(worded)
                 scored += found is not None
+                unscored += sum(score is None for _key, score in found or ())
                 return found
 
             args = (*args[:5], counted)
@@ -344,4 +357,5 @@ def test_a_query_that_finds_many_reads_only_its_best_records_and_ranks_them_alik
         ], query
     assert broad >= len(BROAD_QUERIES) - 2 and filled >= 2 and partly >= 1  # tests something
     assert trimmed >= 2 and (chunk is None or walked >= 1)
-    assert (scored >= broad - 2) if own_scores else scored == 0
+    assert (scored >= broad - 2) if own_scores != "none" else scored == 0
+    assert (unscored >= 10) if own_scores == "first 8" else unscored == 0
