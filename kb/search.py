@@ -418,7 +418,8 @@ class Searcher:
         total: int,
     ) -> HeldScores | None:
         """kb's own bm25 for the records that hold the phrase (kb.broad): all of them where
-        the query finds at most HELD_RECORDS, else up to HELD_TRIED (it gives up past that)."""
+        the query finds at most HELD_RECORDS, else the first HELD_TRIED (FTS5's bm25 scores
+        the rest)."""
         if held is None or self.ranker is None or slots is None:
             return None
         most = total if total <= HELD_RECORDS else HELD_TRIED
