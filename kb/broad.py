@@ -164,14 +164,17 @@ def own_held_scores(
     counts: Callable[[Sequence[str]], list[int]],
     slots: tuple[list[int], list[str]],
     phrases: int,
-    most: int,
+    total: int,
 ) -> HeldScores:
     """Scores of the records that hold the phrases by kb's own bm25 (kb.ranking) in the walk
     of kb.query.held_word_for_word's expression: the query's expression, whose phrases take
     the ranking's `slots` (kb.query.rank_slots; `counts` gives their terms' record counts),
-    then one phrase for each of the `phrases`, which rank nothing. Past `most` records a
-    score is None (the walk goes on for their keys); None where the ranker cannot run."""
+    then one phrase for each of the `phrases`, which rank nothing. Of a query that finds
+    `total` records it scores every holder up to HELD_RECORDS, else the first HELD_TRIED, and
+    past them a score is None (the walk goes on for their keys); None where the ranker cannot
+    run."""
     phrase_slots, slot_terms = slots
+    most = total if total <= HELD_RECORDS else HELD_TRIED
 
     def scores(worded: str) -> list[tuple[int, float | None]] | None:
         phrase_slots_all = (*phrase_slots, *[-1] * phrases)

@@ -19,8 +19,6 @@ from typing import Any, Final
 
 from kb.broad import (
     BROAD_RECORDS,
-    HELD_RECORDS,
-    HELD_TRIED,
     Held,
     HeldScores,
     best_records,
@@ -417,13 +415,11 @@ class Searcher:
         phrases: int,
         total: int,
     ) -> HeldScores | None:
-        """kb's own bm25 for the records that hold the phrase (kb.broad): all of them where
-        the query finds at most HELD_RECORDS, else the first HELD_TRIED (FTS5's bm25 scores
-        the rest)."""
+        """kb's own bm25 for the records that hold the phrase (kb.broad.own_held_scores), for
+        a query that finds `total` records; None without a phrase or a ranker."""
         if held is None or self.ranker is None or slots is None:
             return None
-        most = total if total <= HELD_RECORDS else HELD_TRIED
-        return own_held_scores(self.ranker, self.counts.of, slots, phrases, most)
+        return own_held_scores(self.ranker, self.counts.of, slots, phrases, total)
 
     def _own_rows(
         self,

@@ -310,8 +310,8 @@ def test_a_query_that_finds_many_reads_only_its_best_records_and_ranks_them_alik
     if own_scores == "none":
         monkeypatch.setattr("kb.search.own_held_scores", lambda *_: lambda _worded: None)
     elif own_scores == "first 8":
-        monkeypatch.setattr("kb.search.HELD_RECORDS", 0)
-        monkeypatch.setattr("kb.search.HELD_TRIED", 8)
+        monkeypatch.setattr("kb.broad.HELD_RECORDS", 0)
+        monkeypatch.setattr("kb.broad.HELD_TRIED", 8)
     holding = kb.broad._best_holding
     filled = partly = broad = trimmed = walked = scored = unscored = 0
 

@@ -377,7 +377,7 @@ def test_a_class_by_its_qualified_name_prefers_the_records_of_its_module(
 def test_a_class_before_the_words_is_not_part_of_the_message_they_quote(
     invoke: Any, tmp_path: Path, database: str
 ) -> None:
-    """"ValueError: must be positive" (a traceback's last line) ranks first the record whose
+    """ "ValueError: must be positive" (a traceback's last line) ranks first the record whose
     message holds "must be positive": the class is kept apart from the message. A record that
     holds the words more often but not side by side in its message ranks above it on bm25
     (PostgreSQL's ts_rank ranks these two the other way round on the words alone)."""
