@@ -231,18 +231,19 @@ class Importer:
                 self.report.inserted += 1
                 continue
             this_import = old.import_id == self.report.import_id
+            same = record.has_hash(old.content_hash)
             if this_import and record.stub == old.stub:
                 self._repeated(record_id, item)
             elif this_import and record.stub:
                 self.report.covered += 1  # its full record came first
                 continue
-            elif not this_import and (old.content_hash == digest or record.stub):
+            elif not this_import and (same or record.stub):
                 self.report.unchanged += 1  # a stub never replaces a full record
                 continue
             elif not this_import:
                 self.report.updated += 1
             # else: a stub this import wrote, now filled in by its full record (counted once)
-            if old.content_hash != digest:
+            if not same:
                 updates.append(Update(self._row(record, version, digest), old))
         if inserts or updates:
             self._writer.write(inserts, updates)

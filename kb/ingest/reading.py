@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import IO, Any, Final, Protocol
 
 from kb.errors import InputError
+from kb.jsontext import loads
 
 READ_CHUNK: Final = 1 << 20  # bytes of text the streaming JSON reader asks for at a time
 JSONL_PROBE_LIMIT: Final = 8 << 20  # a first line longer than this is not one JSONL record
@@ -510,7 +511,7 @@ def items_of_text(name: str, text: IO[str]) -> Iterator[Item | Container]:
         raise InputError(f"{name}:1: not JSON: the file starts with {stripped[:20]!r}")
     if stripped.startswith("{"):
         try:
-            obj = json.loads(stripped)
+            obj = loads(stripped)
         except (ValueError, RecursionError):
             obj = None
         if isinstance(obj, dict) and not is_container(obj):
@@ -531,7 +532,7 @@ def _items_of_jsonl(name: str, first: str, text: IO[str]) -> Iterator[Item]:
         if not stripped:
             continue
         try:
-            value = json.loads(stripped)
+            value = loads(stripped)
         except json.JSONDecodeError as exc:
             yield Item(name, number, Unparsable(f"not valid JSON: {exc.msg} (column {exc.colno})"))
             continue
