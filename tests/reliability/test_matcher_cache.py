@@ -402,6 +402,36 @@ def test_the_index_built_beside_an_import_is_the_one_a_build_after_it_writes(
     assert not list(cache_file(db_path).parent.glob(".matcher-import-*"))
 
 
+def test_the_pipe_to_the_build_beside_an_import_holds_a_whole_batch(tmp_path: Path) -> None:
+    """The import goes on while the child works on the batch before (kb.matcher.background):
+    a batch of 1,000 corpus records' rows fits in the pipe, where Linux's default 64 KB
+    made the import wait at every batch."""
+    fcntl = pytest.importorskip("fcntl")
+    import itertools
+
+    from kb.matcher.background import PIPE_MAX_SIZE, BackgroundBuild
+    from kb.records import parse_record
+
+    if not hasattr(fcntl, "F_GETPIPE_SZ") or not PIPE_MAX_SIZE.exists():
+        pytest.skip("pipes are resized on Linux only")
+    limit = int(PIPE_MAX_SIZE.read_text())
+    # 1,000 rows as the import stores them, each its own copy (pickle writes a repeat once)
+    records = itertools.islice(itertools.cycle(corpus_records()), 1000)
+    rows = [parse_record(json.loads(json.dumps(r))).values for r in records]
+    build = BackgroundBuild(tmp_path / "cache")
+    sent: list[bytes] = []
+    try:
+        assert build._child is not None and build._child.stdin is not None
+        size = fcntl.fcntl(build._child.stdin.fileno(), fcntl.F_GETPIPE_SZ)
+        build._write = sent.append  # type: ignore[method-assign]
+        build.rows(rows)
+    finally:
+        build.abandon()
+    assert size == min(1 << 20, limit)
+    if limit >= 1 << 20:
+        assert size > len(sent[0]) > 64 << 10
+
+
 def test_the_words_table_lists_every_word_of_every_near_miss_template_by_its_place(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
