@@ -432,6 +432,41 @@ def test_the_pipe_to_the_build_beside_an_import_holds_a_whole_batch(tmp_path: Pa
         assert size > len(sent[0]) > 64 << 10
 
 
+def test_the_import_goes_on_while_the_build_beside_it_is_behind(tmp_path: Path) -> None:
+    """Batches are written by a thread of their own (kb.matcher.background): with the child
+    stopped, the import still hands over more rows than its pipe holds, and giving the build
+    up then neither waits for the child nor leaves anything behind. (Liveness, not speed: each
+    step has a minute.)"""
+    import signal
+    import threading
+
+    from kb.matcher.background import QUEUE_BATCHES, BackgroundBuild
+
+    if not hasattr(signal, "SIGSTOP"):
+        pytest.skip("no SIGSTOP here")
+    build = BackgroundBuild(tmp_path / "cache")
+    assert build._child is not None
+    build._child.send_signal(signal.SIGSTOP)
+    # each text its own (pickle writes a repeated one once): about 1.5 MB a batch
+    rows = [{"id": f"{i:016x}", "documentation": f"{i:06d}" + "x" * 1500} for i in range(1000)]
+
+    def send() -> None:
+        for _ in range(QUEUE_BATCHES // 2):  # 8 batches: 12 MB, past any pipe
+            build.rows(rows)
+
+    sending = threading.Thread(target=send, daemon=True)
+    sending.start()
+    sending.join(60)
+    stopped_ok = not sending.is_alive()
+    giving_up = threading.Thread(target=build.abandon, daemon=True)
+    giving_up.start()
+    giving_up.join(60)
+    assert stopped_ok, "the import waited for a child that was not reading"
+    assert not giving_up.is_alive(), "giving the build up waited for the stopped child"
+    assert not build.usable and not build.path.exists()
+    assert not list((tmp_path / "cache").glob(".matcher-import-*"))
+
+
 def test_the_words_table_lists_every_word_of_every_near_miss_template_by_its_place(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
