@@ -55,8 +55,9 @@ PIPE_MAX_SIZE: Final = Path("/proc/sys/fs/pipe-max-size")
 # And the import does not write to the pipe itself: a thread of its own does, up to this many
 # batches behind it (their memory: about 14 MB for the shared corpus's records, 850 KB a
 # batch at most), so the import goes on through the stretches where the child is the slower.
-# At 150,000 records, 2026-12-03, three pairs in turns on top of the wider pipe: 30.0, 31.2
-# and 32.3 s against 33.9, 37.8 and 38.1 (1.8-3.6 s spent in the write, then 0.7).
+# At 150,000 records, 2026-12-03, on top of the wider pipe: the `kb import` command faster in
+# 5 of 6 pairs in turns (median of the pairs' ratios 0.94); a first try with no bound, timed
+# step by step, spent 0.7 s in the write where it had spent 1.8-3.6.
 QUEUE_BATCHES: Final = 16
 
 
