@@ -182,7 +182,7 @@ def split_lines(text: str, base: int = 1, data: bytes | None = None) -> LineBloc
         consumed = len(raw)  # the same as counting newlines in the original text
     else:
         consumed = orig.count("\n") + (0 if orig.endswith("\n") else 1)
-    if "\\n" in text and '{"' in text:
+    if _may_hold_json_records(text):
         lines, first = _expand_json(lines, first, base)
     if _indented_header(text):
         lines = _dedent_tracebacks(lines)
@@ -196,6 +196,14 @@ def split_lines(text: str, base: int = 1, data: bytes | None = None) -> LineBloc
         block = _unwrap(block, width)
     block.consumed = consumed
     return block
+
+
+def _may_hold_json_records(text: str) -> bool:
+    """Whether the text may hold a structured log record with an escaped newline. Python looks
+    for one character with memchr but for two with a skip loop that crawls where the second is
+    common (big.log, 21.9 MB: 2.5 ms against 35 for each of "\\n" and '{"'), so the one-character
+    tests go first and most logs, which hold no backslash or no brace, stop there."""
+    return "\\" in text and "{" in text and "\\n" in text and '{"' in text
 
 
 def _indented_header(text: str) -> bool:
