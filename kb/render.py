@@ -6,14 +6,13 @@ reaches a terminal. The helpers kb.markdown shares (safe, bounded, clipped, ...)
 
 from __future__ import annotations
 
-import json
 import re
 import textwrap
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from kb.text import ANSI_RE, INVISIBLE_CHARS, clip, json_safe
+from kb.text import ANSI_RE, INVISIBLE_CHARS, clip, indented_json, json_safe
 
 # Escape sequences (kb.text.ANSI_RE), then any remaining C0 control character but \n and \t,
 # and every character that is shown as something else or not at all (kb.text.INVISIBLE_CHARS).
@@ -204,7 +203,7 @@ def record_text(
 def to_json(value: Any) -> str:
     """JSON for programs: the data exact, every control, bidi or invisible character escaped
     (C0 by json itself, the rest by kb.text.json_safe), so a terminal showing it is not fooled."""
-    return json_safe(json.dumps(value, ensure_ascii=False, indent=2))
+    return json_safe(indented_json(value))
 
 
 # --------------------------------------------------------------------------- matches

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Final
+from json.encoder import encode_basestring
+from typing import Any, Final
 
 ANSI_RE: Final = re.compile(
     r"\x1b\[[0-?]*[ -/]*[@-~]"  # CSI: colours, cursor moves
@@ -37,6 +38,8 @@ ELLIPSIS: Final = "…"
 def json_safe(encoded: str) -> str:
     """JSON text (from json.dumps) with JSON_UNSAFE_RE's characters escaped: they only occur
     inside strings, where \\uXXXX (a surrogate pair past U+FFFF) means the same character."""
+    if encoded.isascii() and "\x7f" not in encoded:
+        return encoded  # the usual case, told in constant time and one memchr: nothing to do
     return JSON_UNSAFE_RE.sub(_escaped, encoded)
 
 
@@ -47,3 +50,78 @@ def _escaped(found: re.Match[str]) -> str:
 def clip(text: str, limit: int) -> str:
     """`text` cut to at most `limit` characters, an ellipsis marking the cut."""
     return text if len(text) <= limit else text[: limit - 1] + ELLIPSIS
+
+
+def indented_json(value: Any) -> str:
+    """json.dumps(value, ensure_ascii=False, indent=2), character for character, in about half
+    the time: `json` indents in pure Python, one generator per container (kb match --json of
+    big.log, 0.9 MB: 28 ms against 13). Strings, ints, finite floats, None, bools, lists, tuples
+    and dicts keyed by strings are written here; anything else is handed to `json` whole, so
+    its spelling and its errors (a cycle, a type it cannot write) are exactly json's."""
+    pieces: list[str] = []
+    try:
+        _indent_into(value, pieces, "\n")
+    except _NotPlain:
+        return json.dumps(value, ensure_ascii=False, indent=2)
+    return "".join(pieces)
+
+
+class _NotPlain(Exception):
+    """A value indented_json leaves to `json`."""
+
+
+# How deep indented_json follows containers before it leaves the value to `json` (which then
+# finds the cycle, or writes a legitimately deep value as it always has).
+_INDENT_DEPTH: Final = 200
+
+
+def _indent_into(value: Any, out: list[str], newline: str) -> None:
+    kind = type(value)
+    if kind is str:
+        out.append(encode_basestring(value))
+    elif kind is int:
+        out.append(int.__repr__(value))
+    elif kind is float:
+        if value - value != 0.0:  # NaN and the infinities: json's own spelling
+            raise _NotPlain
+        out.append(float.__repr__(value))
+    elif value is None:
+        out.append("null")
+    elif value is True:
+        out.append("true")
+    elif value is False:
+        out.append("false")
+    elif len(newline) > 2 * _INDENT_DEPTH:
+        raise _NotPlain
+    elif kind is dict:
+        if not value:
+            out.append("{}")
+            return
+        inner = newline + "  "
+        opening = "{" + inner
+        for key, item in value.items():
+            if type(key) is not str:
+                raise _NotPlain
+            if type(item) is str:  # most values: written here, not in a call of their own
+                out.append(opening + encode_basestring(key) + ": " + encode_basestring(item))
+            else:
+                out.append(opening + encode_basestring(key) + ": ")
+                _indent_into(item, out, inner)
+            opening = "," + inner
+        out.append(newline + "}")
+    elif kind is list or kind is tuple:
+        if not value:
+            out.append("[]")
+            return
+        inner = newline + "  "
+        opening = "[" + inner
+        for item in value:
+            if type(item) is str:
+                out.append(opening + encode_basestring(item))
+            else:
+                out.append(opening)
+                _indent_into(item, out, inner)
+            opening = "," + inner
+        out.append(newline + "]")
+    else:
+        raise _NotPlain
