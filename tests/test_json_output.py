@@ -81,7 +81,7 @@ class Name(str):
         {"level": Level.HIGH, "nested": [Level.HIGH]},
         {"name": Name("x"), "keyed": {Name("k"): 1}},
         {"nan": float("nan"), "inf": [float("inf"), -float("inf")]},
-        {1: "int key", None: "none key", 2.5: "float key", True: "bool key"},
+        {1: "int key", None: "none key", 2.5: "float key", False: "bool key"},
         ("a", ("b", []), {}),
     ],
     ids=["int-enum", "str-subclass", "non-finite", "non-string-keys", "tuples"],
