@@ -159,11 +159,8 @@ class BackgroundBuild:
         if child is not None and child.poll() is None:
             child.kill()  # first: a write waiting on its pipe then fails, and the sender ends
         if sender is not None:
-            sender.close()
+            sender.close()  # closes the child's stdin; without a sender, end() closed it
         if child is not None:
-            if child.stdin is not None:
-                with contextlib.suppress(OSError):
-                    child.stdin.close()
             child.wait()
         self.path.unlink(missing_ok=True)
         identifiers_path(self.path).unlink(missing_ok=True)

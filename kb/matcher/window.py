@@ -45,8 +45,8 @@ class Window:
         self.first_row += len(self.lines) - carry
         kept = self.lines[len(self.lines) - carry :]
         self.lines = kept + block.lines
-        self.line_nos = LineNumbers(_last(self.line_nos, carry), new_nos)
-        self.end_nos = LineNumbers(_last(self.end_nos, carry), new_ends)
+        self.line_nos = LineNumbers(list(self.line_nos[len(self.line_nos) - carry :]), new_nos)
+        self.end_nos = LineNumbers(list(self.end_nos[len(self.end_nos) - carry :]), new_ends)
         return kept
 
     def line_at(self, row: int) -> str | None:
@@ -84,8 +84,3 @@ class LineNumbers(Sequence[int]):
                 raise IndexError("line number index out of range")
             return self._head[index]
         return self._tail[index - head]
-
-
-def _last(numbers: Sequence[int], count: int) -> list[int]:
-    """The last `count` of the numbers, as a list."""
-    return [numbers[i] for i in range(len(numbers) - count, len(numbers))]
