@@ -65,7 +65,10 @@ _ESCAPES.update({ord("\n"): "\\n", ord("\t"): "\\t", ord("\r"): "\\r", 0x7F: "\\
 
 # The whole of a pattern in the common shape: text, escapes `_fast_path` reads as literals, and
 # `(.+?)`. One C-level fullmatch, for callers that only need to know prepare() will not warn.
-_PLAIN_SHAPE = re.compile(r"(?:[^\\.*+?^${}()|\[\]]|\\[^dDwWsSbB1-9xuc]|\(\.\+\?\))+", re.S)
+# Runs of text are taken whole, and possessively (nothing is given back, so a pattern that
+# fails fails at once): at 150,000 records the import's check took 1.1 s a character at a
+# time, 0.2 s so.
+_PLAIN_SHAPE = re.compile(r"(?:[^\\.*+?^${}()|\[\]]++|\\[^dDwWsSbB1-9xuc]|\(\.\+\?\))++", re.S)
 
 # Placeholders of an errorMessage template, in the order the pattern's groups follow them.
 _PLACEHOLDER = re.compile(

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 import re2
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kb.patterns import prepare, translate_js
 from kb.relax import relax
@@ -149,3 +151,40 @@ def test_only_patterns_a_backtracking_engine_runs_in_bounded_time_are_confirmed_
     from kb.patterns import backtracking_unbounded
 
     assert backtracking_unbounded(regex) is unbounded
+
+
+# The characters that decide a pattern's shape: text, metacharacters, the escapes _fast_path
+# reads as literals and those it does not (classes, backreferences, \x \u \c), and the pieces
+# of the `(.+?)` group.
+SHAPE_ALPHABET = "ab 09.*+?^${}()|[]\\dDwWbsxuc0n/"
+
+
+@settings(max_examples=3000, deadline=None)
+@given(
+    st.text(alphabet=SHAPE_ALPHABET, max_size=24)
+    | st.builds(
+        "".join,
+        st.lists(
+            st.sampled_from(["(.+?)", "\\.", "\\d", "text ", "\\", "(", ".+?", "\\x41"]), max_size=8
+        ),
+    )
+)
+def test_never_warns_says_exactly_when_prepare_takes_its_fast_path(pattern: str) -> None:
+    """The import skips prepare()'s warning check for patterns never_warns() passes: it must
+    pass those _fast_path reads (prepare() reads no empty pattern so), and no other."""
+    from kb.patterns import _fast_path, never_warns
+
+    assert never_warns(pattern) == (pattern != "" and _fast_path(pattern) is not None)
+
+
+def test_never_warns_fails_a_long_pattern_at_once() -> None:
+    """No backtracking through a run of text before the part that is not plain: a regex that
+    gave characters back would take seconds for 26 of them (twice as long for each more)."""
+    from kb.patterns import never_warns
+
+    for run in ("a" * 26, "a" * 200_000):  # the short run first: a bad regex ends the test
+        for tail in ("\\d", "(", "[a]", "\\"):
+            started = time.perf_counter()
+            assert not never_warns(run + tail)
+            assert time.perf_counter() - started < 0.5, (len(run), tail)
+        assert never_warns(run + "(.+?)")
