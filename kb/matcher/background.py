@@ -86,7 +86,13 @@ class BackgroundBuild:
             raise
         assert self._child.stdin is not None
         widen_pipe(self._child.stdin.fileno())
-        self._sender: _Sender | None = _Sender(self._child.stdin)
+        self._sender: _Sender | None = None
+        try:
+            self._sender = _Sender(self._child.stdin)
+        except RuntimeError as exc:  # no thread to write with (the process has too many)
+            self._child.stdin.close()
+            self.abandon()  # the child is stopped and its file removed
+            raise OSError(f"cannot start the thread that feeds the build: {exc}") from exc
 
     def rows(self, rows: list[dict[str, Any]]) -> None:
         """New records' rows, in the order of their keys."""

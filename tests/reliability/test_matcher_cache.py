@@ -467,6 +467,42 @@ def test_the_import_goes_on_while_the_build_beside_it_is_behind(tmp_path: Path) 
     assert not list((tmp_path / "cache").glob(".matcher-import-*"))
 
 
+def test_a_build_whose_feeding_thread_cannot_start_leaves_nothing_running_or_behind(
+    invoke: Any, db_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A process out of threads: the build beside the import is given up at once (its
+    child stopped, its file removed) and `kb import` builds the index after the import."""
+    import threading
+
+    from kb.matcher.background import BackgroundBuild
+
+    children: list[Any] = []
+    popen = subprocess.Popen
+
+    def recorded(*args: Any, **kwargs: Any) -> Any:
+        children.append(popen(*args, **kwargs))
+        return children[-1]
+
+    start = threading.Thread.start
+
+    def no_thread(self: threading.Thread) -> None:
+        if self.name == "kb-build-rows":
+            raise RuntimeError("can't start new thread")
+        start(self)
+
+    monkeypatch.setattr(subprocess, "Popen", recorded)
+    monkeypatch.setattr(threading.Thread, "start", no_thread)
+    with pytest.raises(OSError, match="cannot start the thread"):
+        BackgroundBuild(tmp_path / "cache")
+    assert len(children) == 1 and children[0].poll() is not None
+    assert not list((tmp_path / "cache").glob(".matcher-import-*"))
+    monkeypatch.setattr(subprocess, "Popen", popen)
+    result = invoke("import", str(SEED))
+    assert result.exit_code == 0, result.output
+    assert matched_ids(invoke("match", "--json", input=SEED_LINE)) == [SEED_ID]
+    assert not list(cache_file(db_path).parent.glob(".matcher-import-*"))
+
+
 def test_the_words_table_lists_every_word_of_every_near_miss_template_by_its_place(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
