@@ -321,6 +321,61 @@ def test_a_stored_index_of_many_parts_comes_back_whole_and_in_order(
     assert (fetched / "matcher.sqlite3").read_bytes() == content
 
 
+def _stored_parts(base: Any) -> list[tuple[int, bytes]]:
+    from kb.shared_index import TABLE
+
+    with base.engine.connect() as conn:
+        rows = conn.exec_driver_sql(f"SELECT part, data FROM {TABLE} ORDER BY part").all()
+    return [(int(part), bytes(data)) for part, data in rows]
+
+
+def test_parts_written_beside_the_cache_file_are_stored_as_compressing_it_would_store_them(
+    db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The parts a build beside an import writes (kb.shared_index.write_parts) are what the
+    store sends, byte for byte what compressing the file gives, and go once it ran; parts
+    made from another state of the file (touched since, or their file cut short) are not
+    used: the file is compressed instead."""
+    import os
+    import random
+
+    import kb.shared_index as shared
+    from kb.knowledge import KnowledgeBase
+
+    monkeypatch.setattr(shared, "PART_BYTES", 1000)
+    rng = random.Random(11)
+    source = tmp_path / "matcher.sqlite3"
+    source.write_bytes(b"".join(rng.randbytes(500) + bytes(500) for _ in range(9)) + b"tail")
+    written = shared.parts_written_for(source)
+    compressing = shared._parts
+
+    def refused(path: Path, workers: int = 2) -> Any:
+        raise AssertionError("compressed the file, with its parts written beside it")
+
+    with KnowledgeBase(db_url) as base:
+        with base.engine.begin() as conn:
+            assert shared.store(conn, source, "empty", 1)
+        expected = _stored_parts(base)
+        assert len(expected) == 10
+        shared.write_parts(source, written)
+        monkeypatch.setattr(shared, "_parts", refused)
+        assert shared.store_quietly(base.engine, source, "empty", 1, replace=True)
+        assert _stored_parts(base) == expected
+        assert not written.exists()
+        # parts of another state of the file: compressed again, and the stale parts removed
+        monkeypatch.setattr(shared, "_parts", compressing)
+        shared.write_parts(source, written)
+        os.utime(source, ns=(source.stat().st_atime_ns, source.stat().st_mtime_ns + 10**9))
+        assert shared._written_parts(source) is None
+        shared.write_parts(source, written)
+        with written.open("r+b") as fh:
+            fh.truncate(written.stat().st_size - 1)
+        assert shared._written_parts(source) is None
+        assert shared.store_quietly(base.engine, source, "empty", 1, replace=True)
+        assert _stored_parts(base) == expected
+        assert not written.exists()
+
+
 def test_a_slow_step_is_announced_on_a_terminal_only_once_it_takes_a_moment(
     capsys: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -3,10 +3,12 @@
 An import into an empty SQLite knowledge base knows every record the index will hold, in the
 order the build reads them (by key), while it stores them. `BackgroundBuild` sends those rows
 to `python -m kb.matcher.background`, which prepares the patterns and compiles the prefilter
-on the second core while the parent inserts and fills the full-text index. The child writes a
-temporary file only; after the import commits, `install` renames it into the cache under the
-build lock. Anything else (an update, a table with records already, a failed child) gives the
-file up, and `kb import` builds the index after the import as before.
+on the second core while the parent inserts and fills the full-text index. The child writes
+temporary files only (the cache file, then the identifiers list and the file's compressed
+parts the database stores, kb.shared_index); after the import commits, `install` renames them
+into the cache folder under the build lock. Anything else (an update, a table with records
+already, a failed child) gives the files up, and `kb import` builds the index after the import
+as before.
 """
 
 from __future__ import annotations
@@ -130,13 +132,17 @@ class BackgroundBuild:
         from kb.matcher.build import sync_path
         from kb.matcher.cache import CACHE_FILE
         from kb.matcher.lock import build_lock
+        from kb.shared_index import parts_written_for
 
         if not self.usable or committed_revision != self.revision or not self._wait():
             self.abandon()
             return False
+        cache = self.cache_dir / CACHE_FILE
         try:
             with build_lock(self.cache_dir):
-                os.replace(self.path, self.cache_dir / CACHE_FILE)
+                if parts_path(self.path).exists():  # what the database stores next, compressed
+                    os.replace(parts_path(self.path), parts_written_for(cache))
+                os.replace(self.path, cache)
                 with contextlib.suppress(OSError):  # some file systems cannot sync a folder
                     sync_path(self.cache_dir)
         except OSError:
@@ -170,6 +176,7 @@ class BackgroundBuild:
             child.wait()
         self.path.unlink(missing_ok=True)
         identifiers_path(self.path).unlink(missing_ok=True)
+        parts_path(self.path).unlink(missing_ok=True)
 
     def _write(self, data: bytes) -> None:
         sender = self._sender
@@ -287,8 +294,10 @@ def _sources(stream: IO[bytes], identifiers: set[str]) -> Iterator[Any]:
 
 def main(argv: list[str]) -> int:
     """The child: rows from stdin, the cache file written to argv[0] for revision argv[1], and
-    the messages' identifiers (kb search's "did you mean") beside it."""
+    beside it the messages' identifiers (kb search's "did you mean") and the file's parts as
+    the database stores them (kb.shared_index), compressed while the import still works."""
     from kb.matcher.build import write_cache_file
+    from kb.shared_index import write_parts
 
     path, revision = Path(argv[0]), argv[1]
     identifiers: set[str] = set()
@@ -301,13 +310,27 @@ def main(argv: list[str]) -> int:
         identifiers_path(path).write_text("\n".join(sorted(identifiers)), encoding="utf-8")
     except OSError:  # the index is what counts: without the list, a search collects it
         identifiers_path(path).unlink(missing_ok=True)
+    try:  # without them, the import's end compresses the file itself
+        write_parts(path, parts_path(path))
+    except OSError:
+        parts_path(path).unlink(missing_ok=True)
     return 0
 
 
 def identifiers_path(path: Path) -> Path:
     """Where the child writes the identifiers list beside the cache file at `path` (a name
     kb.matcher.lock takes for a leftover of a killed import too)."""
-    return path.with_name(path.name.removesuffix(TMP_SUFFIX) + "-identifiers" + TMP_SUFFIX)
+    return _beside(path, "identifiers")
+
+
+def parts_path(path: Path) -> Path:
+    """Where the child writes the cache file's compressed parts (kb.shared_index.write_parts),
+    until `install` moves them beside the installed file."""
+    return _beside(path, "parts")
+
+
+def _beside(path: Path, what: str) -> Path:
+    return path.with_name(path.name.removesuffix(TMP_SUFFIX) + f"-{what}" + TMP_SUFFIX)
 
 
 if __name__ == "__main__":

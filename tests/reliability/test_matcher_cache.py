@@ -402,6 +402,27 @@ def test_the_index_built_beside_an_import_is_the_one_a_build_after_it_writes(
     assert not list(cache_file(db_path).parent.glob(".matcher-import-*"))
 
 
+def test_the_build_beside_an_import_compresses_the_copy_the_database_stores(
+    invoke: Any, db_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`kb import` stores the parts its build's child compressed (kb.shared_index), not its
+    own compression of the file: the stored copy is the installed cache file, and nothing of
+    the child's is left beside it."""
+    import kb.shared_index as shared
+
+    def refused(path: Path, workers: int = 2) -> Any:
+        raise AssertionError("the import compressed the cache file itself")
+
+    monkeypatch.setattr(shared, "_parts", refused)  # in this process; the child is its own
+    source = write_jsonl(tmp_path / "records.jsonl", corpus_records())
+    result = invoke("import", str(source))
+    assert result.exit_code == 0, result.output
+    assert stored_copy(db_path) == cache_file(db_path).read_bytes()
+    folder = cache_file(db_path).parent
+    assert not shared.parts_written_for(cache_file(db_path)).exists()
+    assert not list(folder.glob(".matcher-import-*"))
+
+
 def test_the_pipe_to_the_build_beside_an_import_holds_a_whole_batch(tmp_path: Path) -> None:
     """The import goes on while the child works on the batch before (kb.matcher.background):
     a batch of 1,000 corpus records' rows fits in the pipe, where Linux's default 64 KB
