@@ -42,11 +42,12 @@ COMPRESSORS: Final = 2
 # last row, into PARTS_FILE beside the cache file, while the import still fills its full-text
 # index: the import's end then stores them as they are. At 150,000 records that store took
 # 1.3 s of the `kb import` command's last seconds, with one core idle; at 1M, 4.1 s. The file
-# opens with PARTS_MAGIC and the size and modification time of the cache file it was made
-# from; any other cache file (a rebuild, a fetch) is compressed at the store as before.
+# opens with PARTS_MAGIC and the size, modification time and inode of the cache file it was
+# made from (a rename keeps all three); any other cache file (a rebuild, a fetch: a new file)
+# is compressed at the store as before.
 PARTS_FILE: Final = "matcher.sqlite3.parts"
 PARTS_MAGIC: Final = b"kb matcher parts 1\n"
-_HEADER: Final = struct.Struct("<QQ")  # the cache file's size and st_mtime_ns
+_HEADER: Final = struct.Struct("<QQQ")  # the cache file's st_size, st_mtime_ns and st_ino
 _LENGTH: Final = struct.Struct("<Q")  # each part's, before it
 
 Status = Callable[[str], None]  # a line for a person ("Fetching ..."), shown on a terminal
@@ -136,12 +137,10 @@ def _parts(path: Path, workers: int = COMPRESSORS) -> Iterator[bytes]:
 
 def write_parts(path: Path, out: Path) -> None:
     """The parts `store` would make of the cache file at `path`, written to `out` after a
-    header naming that file (PARTS_MAGIC, its size and modification time), each after its
-    length. One thread: the build beside an import does this while the import works on the
-    other core."""
-    stat = path.stat()
+    header naming that file (PARTS_MAGIC, _HEADER), each after its length. One thread: the
+    build beside an import does this while the import works on the other core."""
     with open(out, "wb") as fh:
-        fh.write(PARTS_MAGIC + _HEADER.pack(stat.st_size, stat.st_mtime_ns))
+        fh.write(_header_of(path))
         for part in _parts(path, workers=1):
             fh.write(_LENGTH.pack(len(part)))
             fh.write(part)
@@ -157,10 +156,10 @@ def _written_parts(path: Path) -> list[tuple[int, int]] | None:
     """The (offset, length) of each part in the parts file made from the cache file at
     `path`, when there is one, whole, and made from that file as it is now; else None."""
     try:
-        stat = path.stat()
+        expected = _header_of(path)
         with open(parts_written_for(path), "rb") as fh:
-            header = fh.read(len(PARTS_MAGIC) + _HEADER.size)
-            if header != PARTS_MAGIC + _HEADER.pack(stat.st_size, stat.st_mtime_ns):
+            header = fh.read(len(expected))
+            if header != expected:
                 return None
             end = os.fstat(fh.fileno()).st_size
             places: list[tuple[int, int]] = []
@@ -176,6 +175,11 @@ def _written_parts(path: Path) -> list[tuple[int, int]] | None:
     except OSError:
         return None
     return places if offset == end else None
+
+
+def _header_of(path: Path) -> bytes:
+    stat = path.stat()
+    return PARTS_MAGIC + _HEADER.pack(stat.st_size, stat.st_mtime_ns, stat.st_ino)
 
 
 def _read_parts(path: Path, places: list[tuple[int, int]]) -> Iterator[bytes]:

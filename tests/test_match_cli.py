@@ -334,8 +334,8 @@ def test_parts_written_beside_the_cache_file_are_stored_as_compressing_it_would_
 ) -> None:
     """The parts a build beside an import writes (kb.shared_index.write_parts) are what the
     store sends, byte for byte what compressing the file gives, and go once it ran; parts
-    made from another state of the file (touched since, or their file cut short) are not
-    used: the file is compressed instead."""
+    made from another state of the file (touched since, replaced by a file of the same size
+    and time, or their file cut short) are not used: the file is compressed instead."""
     import os
     import random
 
@@ -366,6 +366,12 @@ def test_parts_written_beside_the_cache_file_are_stored_as_compressing_it_would_
         monkeypatch.setattr(shared, "_parts", compressing)
         shared.write_parts(source, written)
         os.utime(source, ns=(source.stat().st_atime_ns, source.stat().st_mtime_ns + 10**9))
+        assert shared._written_parts(source) is None
+        shared.write_parts(source, written)  # a new file of the same size and time: a rebuild
+        other = source.with_name("rebuilt")
+        other.write_bytes(source.read_bytes())
+        os.utime(other, ns=(source.stat().st_atime_ns, source.stat().st_mtime_ns))
+        os.replace(other, source)
         assert shared._written_parts(source) is None
         shared.write_parts(source, written)
         with written.open("r+b") as fh:
