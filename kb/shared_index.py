@@ -44,7 +44,9 @@ COMPRESSORS: Final = 2
 # 1.3 s of the `kb import` command's last seconds, with one core idle; at 1M, 4.1 s. The file
 # opens with PARTS_MAGIC and the size, modification time and inode of the cache file it was
 # made from (a rename keeps all three); any other cache file (a rebuild, a fetch: a new file)
-# is compressed at the store as before.
+# is compressed at the store as before. The store removes the file, stored or not; one that an
+# import killed between its install and its store leaves (a `kb match` only loads the cache)
+# stays until the next store in that folder, or the next import's install, replaces it.
 PARTS_FILE: Final = "matcher.sqlite3.parts"
 PARTS_MAGIC: Final = b"kb matcher parts 1\n"
 _HEADER: Final = struct.Struct("<QQQ")  # the cache file's st_size, st_mtime_ns and st_ino
