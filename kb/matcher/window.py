@@ -22,8 +22,8 @@ class Window:
         self.lines: list[str] = []
         # each line's first line in the original log (1-based), and its last (a wrapped line
         # spans several)
-        self.line_nos: Sequence[int] = LineNumbers([], [])
-        self.end_nos: Sequence[int] = LineNumbers([], [])
+        self.line_nos = LineNumbers([], [])
+        self.end_nos = LineNumbers([], [])
 
     def advance(self, block: LineBlock) -> list[str]:
         """Move on to the next block, keeping CARRY_LINES of this one in front of it for
@@ -45,8 +45,8 @@ class Window:
         self.first_row += len(self.lines) - carry
         kept = self.lines[len(self.lines) - carry :]
         self.lines = kept + block.lines
-        self.line_nos = LineNumbers(list(self.line_nos[len(self.line_nos) - carry :]), new_nos)
-        self.end_nos = LineNumbers(list(self.end_nos[len(self.end_nos) - carry :]), new_ends)
+        self.line_nos = LineNumbers(self.line_nos[len(self.line_nos) - carry :], new_nos)
+        self.end_nos = LineNumbers(self.end_nos[len(self.end_nos) - carry :], new_ends)
         return kept
 
     def line_at(self, row: int) -> str | None:
@@ -72,8 +72,8 @@ class LineNumbers(Sequence[int]):
     @overload
     def __getitem__(self, index: int) -> int: ...
     @overload
-    def __getitem__(self, index: slice) -> Sequence[int]: ...
-    def __getitem__(self, index: int | slice) -> int | Sequence[int]:
+    def __getitem__(self, index: slice) -> list[int]: ...
+    def __getitem__(self, index: int | slice) -> int | list[int]:
         if isinstance(index, slice):
             return [self[i] for i in range(*index.indices(len(self)))]
         if index < 0:
