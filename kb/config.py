@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import sys
 from pathlib import Path
 from typing import Final
 
@@ -23,13 +24,8 @@ DEFAULT_FILENAME = "kb.sqlite3"
 
 def default_database_path() -> Path:
     """`<user data dir>/kb/kb.sqlite3`, honouring XDG_DATA_HOME and friends."""
-    from platformdirs import user_data_dir
-
-    try:
-        folder = Path(user_data_dir(APP_NAME, appauthor=False))
-    except RuntimeError:  # no home folder: HOME unset and no passwd entry
-        folder = Path("~")
-    if not folder.is_absolute():
+    folder = _user_dir("XDG_DATA_HOME", ".local/share", "user_data_dir")
+    if folder is None:
         from kb.errors import DatabaseError
 
         raise DatabaseError(
@@ -117,13 +113,42 @@ def masked(text: str, *, mask: str = MASK) -> str:
 
 def user_cache_root() -> Path:
     """`<user cache dir>/kb`; without a home folder, a private folder in the temp folder."""
-    from platformdirs import user_cache_dir
+    root = _user_dir("XDG_CACHE_HOME", ".cache", "user_cache_dir")
+    return root if root is not None else _private_temp_folder()
 
-    try:
-        root = Path(user_cache_dir(APP_NAME, appauthor=False))
-    except RuntimeError:  # no home folder: HOME unset and no passwd entry
-        root = Path("~")
-    return root if root.is_absolute() else _private_temp_folder()
+
+# Where the XDG Base Directory rules hold and kb applies them itself: platformdirs costs a cold
+# `kb match` about 11 ms to import (it brings tempfile, shutil, random, bz2 and lzma), more
+# than the rest of kb.config. Elsewhere (Windows, macOS, iOS, an Android app) it decides.
+_OWN_XDG: Final = not sys.platform.startswith(("win32", "cygwin", "darwin", "ios")) and not (
+    hasattr(sys, "getandroidapilevel") or "ANDROID_DATA" in os.environ
+)
+
+
+def _user_dir(variable: str, under_home: str, platformdirs_name: str) -> Path | None:
+    """`<the user's folder of this kind>/kb`, or None when there is no home folder to put it
+    in. Under XDG, as platformdirs (4.x) reads the rules: an absolute $XDG_..._HOME, else
+    `under_home` in the home folder ($HOME when absolute, else the user's passwd entry)."""
+    if not _OWN_XDG:
+        import platformdirs
+
+        try:
+            found = Path(getattr(platformdirs, platformdirs_name)(APP_NAME, appauthor=False))
+        except RuntimeError:  # no home folder: HOME unset and no passwd entry
+            return None
+        return found if found.is_absolute() else None
+    chosen = os.environ.get(variable, "")
+    if os.path.isabs(chosen):
+        return Path(chosen) / APP_NAME
+    home = os.environ.get("HOME", "")
+    if not os.path.isabs(home):
+        try:
+            import pwd
+
+            home = pwd.getpwuid(os.getuid()).pw_dir
+        except (ImportError, KeyError):  # no passwd entry for this user
+            return None
+    return Path(home) / under_home / APP_NAME if os.path.isabs(home) else None
 
 
 def _private_temp_folder() -> Path:

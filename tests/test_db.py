@@ -94,6 +94,31 @@ def test_new_database_is_created_at_head_in_the_user_data_dir(invoke: Any, runne
     assert runner.invoke(cli, ["db", "current"]).stdout.strip() == f"{HEAD_REVISION} (head)"
 
 
+@pytest.mark.skipif(
+    sys.platform.startswith(("win32", "cygwin", "darwin")),
+    reason="kb applies the XDG rules itself only where they hold; elsewhere platformdirs does",
+)
+@pytest.mark.parametrize("home", [None, "", "relative/home", "/somewhere/home", "/"])
+@pytest.mark.parametrize("xdg", [None, "", "relative/xdg", "/somewhere/xdg/"])
+def test_the_user_folders_are_where_platformdirs_puts_them(
+    monkeypatch: pytest.MonkeyPatch, home: str | None, xdg: str | None
+) -> None:
+    """kb.config reads the XDG rules itself (platformdirs is slow to import on a cold `kb
+    match`): the data and cache folders must stay where platformdirs put them before."""
+    import platformdirs
+
+    from kb.config import default_database_path, user_cache_root
+
+    for name, value in (("HOME", home), ("XDG_CACHE_HOME", xdg), ("XDG_DATA_HOME", xdg)):
+        if value is None:
+            monkeypatch.delenv(name, raising=False)
+        else:
+            monkeypatch.setenv(name, value)
+    assert user_cache_root() == Path(platformdirs.user_cache_dir("kb", appauthor=False))
+    expected = Path(platformdirs.user_data_dir("kb", appauthor=False)) / "kb.sqlite3"
+    assert default_database_path() == expected
+
+
 def test_database_url_resolution_order(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("KB_DATABASE_URL", str(tmp_path / "env.sqlite3"))
     assert resolve_database_url(str(tmp_path / "opt.sqlite3")).endswith("opt.sqlite3")

@@ -165,9 +165,12 @@ LIST_MODULES_AT_EXIT = (
     "from kb.cli import main\n"
     "main()\n"
 )
-# What a cold `kb match` has no use for: the database layer and the matcher's build; and,
-# unless a near miss is tried, the near-miss search (with kb.patterns, which reads templates).
-NOT_ON_THE_COLD_PATH = {"sqlalchemy", "alembic", "kb.knowledge", "kb.matcher.build"}
+# What a cold `kb match` has no use for: the database layer, the matcher's build and the user
+# folders' library (kb.config reads the XDG rules itself); and, unless a near miss is tried,
+# the near-miss search (with kb.patterns, which reads templates).
+NOT_ON_THE_COLD_PATH = {
+    "sqlalchemy", "alembic", "kb.knowledge", "kb.matcher.build", "platformdirs"
+}  # fmt: skip
 NEAR_MISS_SEARCH = {"rapidfuzz", "kb.matcher.fuzzy", "kb.patterns"}
 
 
@@ -215,6 +218,13 @@ def test_a_cold_match_imports_no_database_layer_no_build_and_no_near_miss_search
         assert [m["id"] for m in out["matches"]] == ["46a1fcb95e0d367e"]
         assert out["stats"]["fuzzy_queries"] == 0
         assert tops & NEAR_MISS_SEARCH == set()
+    if "://" not in db_url:  # a SQLite file: psycopg imports subprocess itself
+        # Text into a pipe is wrapped (kb.terminal), never paged: no pager's process.
+        command = [sys.executable, "-c", LIST_MODULES_AT_EXIT, str(modules_file), "match"]
+        text = subprocess.run([*command, str(log)], env=env, capture_output=True, text=True)
+        assert text.returncode == 0 and text.stdout
+        modules = set(json.loads(modules_file.read_text()))
+        assert "kb.terminal" in modules and "subprocess" not in modules
 
 
 def test_match_on_a_database_at_an_old_schema_exits_3(invoke: Any, db_url: str) -> None:
