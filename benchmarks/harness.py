@@ -31,13 +31,15 @@ OK = "ok"
 
 @dataclass
 class Sample:
-    """The runs of one measurement: wall seconds and peak RSS of each, the last one's stdout,
-    and `status`: OK, or what stopped a run (then seconds and RSS hold nothing to report)."""
+    """The runs of one measurement: wall seconds, peak RSS and CPU seconds of each, the last
+    one's stdout, and `status`: OK, or what stopped a run (then the figures hold nothing to
+    report)."""
 
     seconds: list[float] = field(default_factory=list)
     rss_mb: list[float] = field(default_factory=list)
     stdout: str = ""
     status: str = OK
+    cpu_s: list[float] = field(default_factory=list)  # user + system, its processes together
 
     @property
     def ok(self) -> bool:
@@ -51,6 +53,10 @@ class Sample:
     def mb(self) -> float:
         return statistics.median(self.rss_mb) if self.ok and self.rss_mb else float("nan")
 
+    @property
+    def cpu(self) -> float:
+        return statistics.median(self.cpu_s) if self.ok and self.cpu_s else float("nan")
+
     def add(self, other: Sample) -> None:
         """Fold one more run in; a run that failed makes the whole measurement failed."""
         if not other.ok:
@@ -59,6 +65,7 @@ class Sample:
             return
         self.seconds += other.seconds
         self.rss_mb += other.rss_mb
+        self.cpu_s += other.cpu_s
         self.stdout = other.stdout
 
 
@@ -92,8 +99,9 @@ def timed(
     may_fail: bool = False,
     ok_codes: tuple[int, ...] = (0, 1),
 ) -> Sample:
-    """One new process under /usr/bin/time: wall seconds, peak RSS (MB; the child's own, never
-    this process's), stdout. A run that times out or fails is returned with its status when
+    """One new process under /usr/bin/time: wall seconds, peak RSS (MB; the largest of the
+    child's processes, never this process's), CPU seconds (user + system of the child and every
+    process it waited for), stdout. A run that times out or fails is returned with its status when
     `may_fail`; otherwise a failure stops the whole benchmark (kb itself must not fail)."""
 
     def limit() -> None:
@@ -101,7 +109,7 @@ def timed(
             resource.setrlimit(resource.RLIMIT_AS, (limit_as, limit_as))
 
     with tempfile.NamedTemporaryFile("r", suffix=".rss") as rss:
-        cmd = ["/usr/bin/time", "-f", "%M", "-o", rss.name]
+        cmd = ["/usr/bin/time", "-f", "%U %S %M", "-o", rss.name]
         cmd += ["sh", "-c", argv[0]] if shell else argv
         started = time.perf_counter()
         try:
@@ -126,10 +134,14 @@ def timed(
             if not may_fail:
                 sys.exit(f"{argv} {what}: {done.stderr[-2000:]}")
             return Sample(status=what)
-        # The last line is %M; /usr/bin/time writes a "Command exited with..." line before it.
-        words = Path(rss.name).read_text().split()
-        peak = float(words[-1]) / 1024 if words and words[-1].isdigit() else float("nan")
-        return Sample([elapsed], [peak], done.stdout)
+        # The last line is "%U %S %M"; /usr/bin/time writes a "Command exited with..." line
+        # before it.
+        words = (Path(rss.name).read_text().strip().splitlines() or [""])[-1].split()
+        try:
+            user, system, peak_kb = float(words[0]), float(words[1]), float(words[2])
+        except (IndexError, ValueError):
+            user = system = peak_kb = float("nan")
+        return Sample([elapsed], [peak_kb / 1024], done.stdout, cpu_s=[user + system])
 
 
 def repeat(

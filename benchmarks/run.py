@@ -120,23 +120,38 @@ def measure_import(
     res: dict[str, Any] = {}
     log(f"{count}: parse only")
     res["parse"] = repeat(runs, lambda: timed([PY, "-c", PARSE_ONLY, str(corpus)]))
-    log(f"{count}: sqlite-utils insert --nl")
-    res["sqlite_utils"] = repeat(
-        runs, lambda: peers.sqlite_utils_insert(corpus, su_db), before=lambda: rm_db(su_db)
-    )
-    rm_db(su_db)
 
     def fresh() -> None:
         rm_db(db)
         shutil.rmtree(cache_dir(db), ignore_errors=True)
 
-    # The headline: the command a user runs, on a new database with no matcher cache.
-    log(f"{count}: kb import, the command (import, then the matcher build, in one process)")
-    res["kb_cli_import"] = repeat(
-        runs,
-        lambda: timed([*KB, "--db", str(db), "import", "--quiet", str(corpus)]),
-        before=fresh,
-    )
+    def peer() -> Sample:
+        log(f"{count}: sqlite-utils insert --nl")
+        rm_db(su_db)
+        return peers.sqlite_utils_insert(corpus, su_db)
+
+    def command() -> Sample:
+        # The headline: the command a user runs, on a new database with no matcher cache.
+        log(f"{count}: kb import, the command (import, then the matcher build, in one process)")
+        fresh()
+        return timed([*KB, "--db", str(db), "import", "--quiet", str(corpus)])
+
+    # In turns, the one that goes first swapped each round: a slow spell of a shared machine
+    # slows both alike. (Until 2026-12-03 sqlite-utils ran its runs together, then kb its own;
+    # sqlite-utils' time moved by up to 30% between whole runs.)
+    res["sqlite_utils"], res["kb_cli_import"] = Sample(), Sample()
+    res["import_rounds"] = []  # each round's sqlite-utils / kb import
+    for i in range(runs):
+        if i % 2 == 0:
+            su = peer()
+            kb = command()
+        else:
+            kb = command()
+            su = peer()
+        res["sqlite_utils"].add(su)
+        res["kb_cli_import"].add(kb)
+        res["import_rounds"].append(su.s / kb.s)
+    rm_db(su_db)
     imports, builds = Sample(), Sample()
     for i in range(runs):
         log(f"{count}: kb import alone, then the matcher build, run {i + 1}/{runs}")

@@ -60,6 +60,10 @@ def rss(sample: Sample) -> str:
     return fmt_mb(sample.mb) if sample.ok else "-"
 
 
+def cpu(sample: Sample) -> str:
+    return "-" if not sample.ok or sample.cpu != sample.cpu else f"{sample.cpu:,.1f}"
+
+
 def times(x: float) -> str:
     return f"{x:,.0f}×" if x >= 10 else f"{x:.1f}×"
 
@@ -201,7 +205,9 @@ def render(results: list[dict[str, Any]], info: RunInfo, failures: list[str]) ->
         "*sqlite-utils* is `gzip -dc FILE | sqlite-utils insert DB records - --nl` (no "
         "validation, no upsert, no full-text or matcher index; gzip runs in its own process). "
         "*Import alone* is the library call without the matcher build; *parse only* is gzip + "
-        "`json.loads` per line.",
+        "`json.loads` per line. sqlite-utils and `kb import` take turns, the one that goes first "
+        "swapped each round; *CPU s* is user + system time of every process of the command (kb "
+        "builds the matcher index in a second process beside the import).",
         "",
     ]
     t = Table(lines, results)
@@ -212,12 +218,20 @@ def render(results: list[dict[str, Any]], info: RunInfo, failures: list[str]) ->
     t.row("**`kb import` (import + matcher build): s**", lambda r: secs(r["kb_cli_import"]))
     t.row("`kb import`: records/s", per_s("kb_cli_import"))
     t.row("`kb import`: peak RSS MB (target < 300 at 1M)", lambda r: rss(r["kb_cli_import"]))
+    t.row("`kb import`: CPU s (both its processes)", lambda r: cpu(r["kb_cli_import"]))
     t.row("sqlite-utils insert --nl: s", lambda r: secs(r["sqlite_utils"]))
     t.row("sqlite-utils insert --nl: records/s", per_s("sqlite_utils"))
     t.row("sqlite-utils insert --nl: peak RSS MB", lambda r: rss(r["sqlite_utils"]))
     t.row(
+        "sqlite-utils insert --nl: CPU s (gzip and sqlite-utils)", lambda r: cpu(r["sqlite_utils"])
+    )
+    t.row(
         "**speed ratio `kb import` / sqlite-utils** (target ≥ 1)",
         lambda r: f"{r['sqlite_utils'].s / r['kb_cli_import'].s:.2f}",
+    )
+    t.row(
+        "each round's speed ratio, in turns",
+        lambda r: ", ".join(f"{x:.2f}" for x in r.get("import_rounds", [])) or "-",
     )
     t.row("kb import alone (no matcher build): s", lambda r: secs(r["kb_import"]))
     t.row("kb import alone: records/s", per_s("kb_import"))
