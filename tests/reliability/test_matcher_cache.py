@@ -179,6 +179,31 @@ def test_a_cache_damaged_past_its_header_is_removed_and_rebuilt(
     assert matched_ids(again) == [SEED_ID]
 
 
+@pytest.mark.parametrize(
+    "damage",
+    [
+        "patterns = substr(patterns, 1, length(patterns) - 1)",  # cut short
+        "templates = templates || x'0a'",  # a template more than patterns
+        "templates = x'ff' || templates",  # not UTF-8
+    ],
+    ids=["cut-patterns", "extra-template", "not-utf8"],
+)
+def test_a_damaged_near_miss_row_is_removed_and_rebuilt(
+    seeded: Any, db_path: Path, damage: str
+) -> None:
+    """The near-miss templates are read whole, as two blobs, when a near miss is tried: blobs
+    that disagree or cannot be read mean the cache is damaged (removed, rebuilt, matched)."""
+    with sqlite3.connect(cache_file(db_path)) as conn:
+        conn.execute(f"UPDATE fuzzy SET {damage}")
+    conn.close()
+    reworded = SEED_LINE.replace("Unknown KV cache group kind", "No such KV cache group type")
+    result = seeded("match", "--json", input=reworded + "\n")
+    assert result.exit_code == 0, result.stderr
+    assert "is damaged" in result.stderr and "rebuilding it" in result.stderr
+    out = json.loads(result.stdout)
+    assert [(m["id"], m["method"]) for m in out["matches"]] == [(SEED_ID, "fuzzy")]
+
+
 def test_the_library_rebuilds_a_damaged_cache_and_matches_a_stream_again(db_path: Path) -> None:
     import io
 
@@ -528,12 +553,13 @@ def test_the_words_table_lists_every_word_of_every_near_miss_template_by_its_pla
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The words are listed chunk by chunk as templates come in (kb.matcher.build); read back
-    against the fuzzy table itself, with chunks of three records and every record twice
-    (repeated templates, in later chunks, take no place of their own)."""
+    against the fuzzy row itself (written chunk by chunk too), with chunks of three records
+    and every record twice (repeated templates, in later chunks, take no place of their own).
+    Each template comes with a pattern of a record that has it."""
     import dataclasses
 
     import kb.matcher.build as build
-    from kb.matcher.cache import words_of
+    from kb.matcher.cache import CacheReader, words_of
 
     monkeypatch.setattr(build, "BUILD_CHUNK", 3)
     sources = list(build.sources_from_records(corpus_records()))
@@ -542,8 +568,15 @@ def test_the_words_table_lists_every_word_of_every_near_miss_template_by_its_pla
     build.write_cache_file(iter(sources + again), path, "r1")
     con = sqlite3.connect(path)
     try:
-        templates = [t for (t,) in con.execute("SELECT t FROM fuzzy ORDER BY rowid")]
+        reader = CacheReader(con, [], path=path, identity=None)
+        templates, patterns = reader.fuzzy_templates()
         words = {w: (df, rows) for w, df, rows in con.execute("SELECT w, df, rows FROM words")}
+        reader.load_patterns(patterns)
+        for template, pattern in zip(templates, patterns, strict=True):
+            records = reader.pattern(pattern).records
+            reader.load_records(records)
+            messages = {reader.record(rec_idx).error_message for rec_idx in records}
+            assert template in {build.fuzzy_template(message) for message in messages}
     finally:
         con.close()
     assert len(templates) == len(set(templates)) > 20
