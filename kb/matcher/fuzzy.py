@@ -11,10 +11,13 @@ line, its placeholders free to hold any value.
 
 from __future__ import annotations
 
+import heapq
 import math
 import re
+from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Final
 
 from rapidfuzz import fuzz, process
@@ -132,18 +135,28 @@ class NearMissSearch:
         count = len(self._templates)
         if not count or limit <= 0:
             return []
-        scores: dict[int, float] = {}
-        average = self._average_chars
+        # A word counts once a template, so a template's score is the sum of its words' idf
+        # times a factor of its length alone: summed word by word, the factor once a template
+        # (at a million records a line's listed words held 82,000 places: 160 ms, now 75).
+        idfs: defaultdict[int, float] = defaultdict(float)
         for _word, df, rows in self._reader.template_words(words_of(query)):
             if rows is None:
                 continue
             idf = math.log(1.0 + (count - df + 0.5) / (df + 0.5))
             for i in rows:
-                length = len(self._templates[i]) / average
-                weight = idf * (BM25_K1 + 1) / (1 + BM25_K1 * (1 - BM25_B + BM25_B * length))
-                scores[i] = scores.get(i, 0.0) + weight
-        best = sorted(scores.items(), key=lambda item: -item[1])[:limit]
-        return [i for i, _score in best]
+                idfs[i] += idf
+        templates, average = self._templates, self._average_chars
+        scores = (
+            (
+                i,
+                total
+                * (BM25_K1 + 1)
+                / (1 + BM25_K1 * (1 - BM25_B + BM25_B * len(templates[i]) / average)),
+            )
+            for i, total in idfs.items()
+        )
+        # the best `limit`, ties in the order the places were first met (as a stable sort)
+        return [i for i, _score in heapq.nlargest(limit, scores, key=itemgetter(1))]
 
 
 def gap_template(error_message: str) -> str:
