@@ -60,6 +60,7 @@ from targets import MILLION  # noqa: E402
 CORPUS = ROOT.parent / "shared" / "corpus"
 PASTE = CORPUS / "logs" / "paste.log"
 BIG = CORPUS / "logs" / "big.log"
+DRIFT = ROOT / "tests" / "fixtures" / "drift" / "dev"
 
 IMPORT_ONLY = """
 import sys
@@ -106,6 +107,44 @@ for name, queries in json.loads(sys.argv[4]).items():
     out[name] = [statistics.median(times), times[int(0.95 * len(times))]]
 print(json.dumps(out))
 """
+
+
+# What no cold match of big.log can beat here: loading kb's own key shards and one scan of the
+# log with them (two threads, as kb scans a big block), in a process that does nothing else.
+# Added to a cold match of a log with no error (start-up, opening, no shard loaded), it is the
+# ceiling of a cold big.log match on this machine, with no work at all a line or a hit.
+KEY_SCAN = """
+import json, sqlite3, sys, time
+from pathlib import Path
+from kb.config import cache_dir_for, resolve_database_url
+from kb.matcher.cache import CACHE_FILE, CacheReader, file_identity, open_current
+from kb.matcher.prefilter import Prefilter
+db, log = sys.argv[1], Path(sys.argv[2])
+with sqlite3.connect(db) as conn:
+    (revision,) = conn.execute("SELECT value FROM kb_meta WHERE key = 'revision'").fetchone()
+cache = cache_dir_for(resolve_database_url(db))
+con, meta = open_current(cache, revision, "kinds", "shard_bytes")
+path = cache / CACHE_FILE
+reader = CacheReader(con, json.loads(meta["kinds"]), path=path, identity=file_identity(path))
+prefilter = Prefilter(reader, int(meta["shard_bytes"]))
+data = log.read_bytes()
+started = time.perf_counter()
+prefilter.load()
+loaded = time.perf_counter() - started
+scans = []
+for _ in range(3):  # the first also makes the scanning thread's scratch spaces
+    started = time.perf_counter()
+    hits = list(prefilter.hits_by_line(data, in_thread=True))
+    scans.append(time.perf_counter() - started)
+print(json.dumps({"load_s": loaded, "scan_s": scans[0], "fastest_scan_s": min(scans)}))
+"""
+
+
+def reworded_pastes() -> list[Path]:
+    """The message-only pastes of the drift development set (tests/fixtures/drift): one
+    message each, as an older release worded it, which only a near miss can find."""
+    cases = [json.loads(line) for line in (DRIFT / "cases.jsonl").read_text().splitlines()]
+    return sorted(DRIFT / case["log"] for case in cases if case["shape"] == "msgonly")
 
 
 def pairs_of(match_json: str) -> list[tuple[str, int]]:
@@ -174,6 +213,18 @@ def measure_match(
     res["python_start"] = repeat(5, lambda: timed([PY, "-c", "pass"]))
     res["cold_paste"] = repeat(max(5, runs), lambda: timed([*match, str(PASTE)]))
     res["cold_big"] = repeat(runs, lambda: timed([*match, str(BIG)]))
+    quiet = db.parent / "no-error.log"
+    quiet.write_text("ok\n")  # too short to be read as a reworded message: no near miss tried
+    res["cold_quiet"] = repeat(max(5, runs), lambda: timed([*match, str(quiet)]))
+    log(f"{count}: cold kb match of one reworded message (a near miss), each of the drift set's")
+    res["cold_reworded"], res["reworded_fuzzy"] = Sample(), 0
+    for paste in reworded_pastes():
+        run = timed([*match, str(paste)])
+        res["cold_reworded"].add(run)
+        res["reworded_fuzzy"] += any(
+            m["method"] == "fuzzy" for m in json.loads(run.stdout)["matches"]
+        )
+    res["key_scan"] = json.loads(timed([PY, "-c", KEY_SCAN, str(db), str(BIG)]).stdout)
     log(f"{count}: correctness of paste.log and big.log against their answer keys")
     res["checks"] = [
         answers.check(PASTE, res["cold_paste"].stdout, db),
