@@ -64,7 +64,7 @@ def _reworded(r: dict[str, Any]) -> str:
     sample = r.get("cold_reworded")
     if sample is None or not sample.ok:
         return "-" if sample is None else sample.status
-    found = f"; {r['reworded_fuzzy']} of {len(sample.seconds)} found as a near miss"
+    found = f"; {r['reworded_fuzzy']} of {len(sample.seconds)} answered by a near miss"
     return f"{fmt_s(sample.s)} ({fmt_s(max(sample.seconds))}{found})"
 
 
