@@ -119,9 +119,10 @@ from pathlib import Path
 from kb.config import cache_dir_for, resolve_database_url
 from kb.matcher.cache import CACHE_FILE, CacheReader, file_identity, open_current
 from kb.matcher.prefilter import Prefilter
+from kb.sql import SqliteRunner, read_revision
 db, log = sys.argv[1], Path(sys.argv[2])
 with sqlite3.connect(db) as conn:
-    (revision,) = conn.execute("SELECT value FROM kb_meta WHERE key = 'revision'").fetchone()
+    revision = read_revision(SqliteRunner(conn))
 cache = cache_dir_for(resolve_database_url(db))
 con, meta = open_current(cache, revision, "kinds", "shard_bytes")
 path = cache / CACHE_FILE

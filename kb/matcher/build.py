@@ -33,6 +33,7 @@ from kb.matcher.cache import (
     INDEXES,
     MARKERS,
     PATTERN,
+    PATTERN_ITEM_BYTES,
     SCHEMA,
     TEMPLATE_MIN_CHARS,
     TEMPLATE_SEPARATOR,
@@ -273,7 +274,7 @@ def _write_templates(con: sqlite3.Connection) -> None:
     separators = len(TEMPLATE_SEPARATOR) * max(count - 1, 0)
     con.execute(
         "INSERT INTO fuzzy (rowid, templates, patterns) VALUES (1, zeroblob(?), zeroblob(?))",
-        (size + separators, len(patterns_blob([0])) * count),
+        (size + separators, PATTERN_ITEM_BYTES * count),
     )
     rows = con.execute("SELECT t, p FROM fz ORDER BY rowid")
     with (

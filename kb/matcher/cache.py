@@ -112,8 +112,10 @@ MAX_PATH_PARTS: Final = 40
 # between machines through the database), in one row: a near miss reads every template, and
 # at a million records fetching them as 693,930 rows took 650-750 ms.
 TEMPLATE_SEPARATOR: Final = "\n"
-_PATTERN_ITEM: Final = next(code for code in "IL" if array.array(code).itemsize == 4)
-_PATTERN_ITEM_BYTES: Final = 4
+PATTERN_ITEM_BYTES: Final = 4
+_PATTERN_ITEM: Final = next(
+    code for code in "IL" if array.array(code).itemsize == PATTERN_ITEM_BYTES
+)
 
 
 def templates_blob(templates: Iterable[str]) -> bytes:
@@ -131,7 +133,7 @@ def patterns_blob(patterns: Iterable[int]) -> bytes:
 
 def _patterns_of(blob: bytes) -> Sequence[int]:
     """The patterns as an array, not a list: a list of 693,930 ints took 68 ms more to make."""
-    if len(blob) % _PATTERN_ITEM_BYTES:
+    if len(blob) % PATTERN_ITEM_BYTES:
         raise ValueError("the fuzzy row's patterns are cut short")
     items = array.array(_PATTERN_ITEM)
     items.frombytes(blob)
