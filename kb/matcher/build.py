@@ -33,15 +33,12 @@ from kb.matcher.cache import (
     INDEXES,
     MARKERS,
     PATTERN,
-    PATTERN_ITEM_BYTES,
     SCHEMA,
     TEMPLATE_MIN_CHARS,
-    TEMPLATE_SEPARATOR,
     normalize_template,
-    patterns_blob,
-    templates_blob,
     words_of,
 )
+from kb.matcher.templates import ITEM_BYTES, TEMPLATE_SEPARATOR, ints_blob
 from kb.pacing import FEWER_COLLECTIONS
 from kb.patterns import (
     GENERIC_LITERAL_CHARS,
@@ -265,28 +262,44 @@ def _write_cache_file(
 
 
 def _write_templates(con: sqlite3.Connection) -> None:
-    """The fuzzy row (kb.matcher.cache): fz's templates and their patterns in fz's order,
-    written into two blobs of their final size a chunk of rows at a time (memory stays flat;
-    at a million records the templates are 42 MB)."""
+    """The fuzzy row (kb.matcher.templates): fz's templates sorted by length (then by place),
+    each one's byte end and place in that order; each place's length and pattern. Written
+    into blobs of their final size a chunk of rows at a time (memory stays flat; at a million
+    records the templates are 42 MB). A template's place is its rowid - 1: fz only grows, and
+    a template it holds already takes no rowid."""
     count, size = con.execute(
         "SELECT count(*), coalesce(sum(length(CAST(t AS BLOB))), 0) FROM fz"
     ).fetchone()
-    separators = len(TEMPLATE_SEPARATOR) * max(count - 1, 0)
+    separator = TEMPLATE_SEPARATOR.encode()
     con.execute(
-        "INSERT INTO fuzzy (rowid, templates, patterns) VALUES (1, zeroblob(?), zeroblob(?))",
-        (size + separators, PATTERN_ITEM_BYTES * count),
+        "INSERT INTO fuzzy (rowid, templates, ends, by_length, lengths, patterns) "
+        "VALUES (1, zeroblob(?), zeroblob(?), zeroblob(?), zeroblob(?), zeroblob(?))",
+        (size + len(separator) * max(count - 1, 0), *[ITEM_BYTES * count] * 4),
     )
-    rows = con.execute("SELECT t, p FROM fz ORDER BY rowid")
     with (
         con.blobopen("fuzzy", "templates", 1) as templates,
+        con.blobopen("fuzzy", "ends", 1) as ends,
+        con.blobopen("fuzzy", "by_length", 1) as by_length,
+    ):
+        rows = con.execute("SELECT rowid - 1, t FROM fz ORDER BY n, rowid")
+        end = -len(separator)
+        while chunk := rows.fetchmany(BUILD_CHUNK):
+            encoded = [t.encode() for _place, t in chunk]
+            templates.write((b"" if end < 0 else separator) + separator.join(encoded))
+            chunk_ends = []
+            for text in encoded:
+                end += len(separator) + len(text)
+                chunk_ends.append(end)
+            ends.write(ints_blob(chunk_ends))
+            by_length.write(ints_blob(place for place, _t in chunk))
+    with (
+        con.blobopen("fuzzy", "lengths", 1) as lengths,
         con.blobopen("fuzzy", "patterns", 1) as patterns,
     ):
-        first = True
+        rows = con.execute("SELECT n, p FROM fz ORDER BY rowid")
         while chunk := rows.fetchmany(BUILD_CHUNK):
-            text = templates_blob(t for t, _p in chunk)
-            templates.write(text if first else TEMPLATE_SEPARATOR.encode() + text)
-            patterns.write(patterns_blob(p for _t, p in chunk))
-            first = False
+            lengths.write(ints_blob(n for n, _p in chunk))
+            patterns.write(ints_blob(p for _n, p in chunk))
 
 
 def _write_words(con: sqlite3.Connection, templates: int) -> None:
@@ -339,7 +352,7 @@ class _RowWriter:
             """
             CREATE TEMP TABLE prec (p INTEGER, rec INTEGER);
             CREATE TEMP TABLE kp (key TEXT, p INTEGER);
-            CREATE TEMP TABLE fz (t TEXT PRIMARY KEY, p INTEGER);
+            CREATE TEMP TABLE fz (t TEXT PRIMARY KEY, p INTEGER, n INTEGER);
             CREATE TEMP TABLE tw (w TEXT, n INTEGER, r TEXT);
             CREATE TEMP TABLE pid (ident INTEGER PRIMARY KEY, p INTEGER);
             """
@@ -368,7 +381,7 @@ class _RowWriter:
         pattern_rows: list[tuple[Any, ...]] = []
         prec_rows: list[tuple[int, int]] = []
         kp_rows: list[tuple[str, int]] = []
-        fz_rows: list[tuple[str, int]] = []
+        fz_rows: list[tuple[str, int, int]] = []
         record_rows: list[tuple[Any, ...]] = []
         file_rows: list[tuple[str, int | None, int]] = []
         function_rows: list[tuple[str, int]] = []
@@ -403,7 +416,7 @@ class _RowWriter:
                     if prep.literal_chars >= GENERIC_LITERAL_CHARS:
                         template = fuzzy_template(src.error_message)
                         if len(template) >= TEMPLATE_MIN_CHARS:
-                            fz_rows.append((template, p_idx))
+                            fz_rows.append((template, p_idx, len(template)))
                 prec_rows.append((p_idx, rec_idx))
             code = src.error_code
             if code and MIN_CODE_CHARS <= len(code) <= MAX_KEY_CHARS and code not in NOT_CODES:
@@ -432,7 +445,7 @@ class _RowWriter:
         con.executemany("INSERT INTO patterns VALUES (?,?,?,?,?,?,?,?,'[]',?,?,?)", pattern_rows)
         con.executemany("INSERT INTO prec VALUES (?,?)", prec_rows)
         con.executemany("INSERT INTO kp VALUES (?,?)", kp_rows)
-        con.executemany("INSERT OR IGNORE INTO fz VALUES (?,?)", fz_rows)
+        con.executemany("INSERT OR IGNORE INTO fz VALUES (?,?,?)", fz_rows)
         self._list_words()
         con.executemany("INSERT INTO records VALUES (?,?,?,?,?,?,?)", record_rows)
         con.executemany("INSERT INTO files VALUES (?,?,?)", file_rows)
@@ -440,13 +453,14 @@ class _RowWriter:
 
     def _list_words(self) -> None:
         """The words of the templates this chunk added to fz, one row of tw a word: how many
-        of them hold it and their places (comma-separated) in fz's order, which is the fuzzy
-        table's. Done chunk by chunk: beside an import (kb.matcher.background) this runs while
-        the import is still sending rows, not after its last one (at 150,000 records, listing
-        them all at the end took 2.9 s and grouping them 2 s more). A row a word and chunk,
-        not a row a word and template: at 150,000 records 172,734 rows, not 914,211, and
-        the rows' insert and grouping 1.1-1.3 s, not 4.3 (in a (word, place) table keyed by
-        both) or 3.7-3.9 (unkeyed, sorted at the end)."""
+        of them hold it and their places (comma-separated) in fz's order, the templates'
+        places (kb.matcher.templates). Done chunk by chunk: beside an import
+        (kb.matcher.background) this runs while the import is still sending rows, not after
+        its last one (at 150,000 records, listing them all at the end took 2.9 s and
+        grouping them 2 s more). A row a word and chunk, not a row a word and template: at
+        150,000 records 172,734 rows, not 914,211, and the rows' insert and grouping 1.1-1.3
+        s, not 4.3 (in a (word, place) table keyed by both) or 3.7-3.9 (unkeyed, sorted at
+        the end)."""
         new = self.con.execute(
             "SELECT rowid, t FROM fz WHERE rowid > ? ORDER BY rowid", (self._fz_rowid,)
         ).fetchall()

@@ -12,8 +12,9 @@ renamed over the old one:
             names, records, relaxed form (guarded only), the other required literal pieces
   records   id, class, filePath, lineNumber, message and raising function of each record
   files     filePath -> (lineNumber, record); codes: code -> record; functions: name -> record
-  fuzzy     one row: every message template for near misses, one a line, and the pattern of
-            each (read only when a log needs them, and then whole)
+  fuzzy     one row: every message template for near misses (kb.matcher.templates: the text
+            sorted by length, read a stretch at a time when a log needs it) with its pattern
+            and length
   words     each word of the templates -> the templates holding it (the near misses' bm25
             shortlist; rows of common words keep their count only)
 A cold match of a big log reads meta and the shards (13 MB at 150k records, 78 MB at 1M); of a
@@ -24,14 +25,12 @@ what it read.
 
 from __future__ import annotations
 
-import array
 import contextlib
 import functools
 import json
 import os
 import re
 import sqlite3
-import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +38,7 @@ from typing import Any, Concatenate, Final, ParamSpec, TypeVar
 
 from kb.errors import DatabaseError
 from kb.logline import Frame
+from kb.matcher.templates import TEMPLATE_SEPARATOR, TemplateStore, ints_of
 from kb.sql import select_in
 
 # Bumped whenever what is written changes; a cache of another format is rebuilt.
@@ -48,7 +48,8 @@ from kb.sql import select_in
 # 13: keys.anchor, the anchors' bitmap and the rest shard (kb.matcher.anchors), meta
 #     shard_bytes.
 # 14: the near-miss templates in one row of two blobs (templates_blob, patterns_blob).
-FORMAT_VERSION = 14
+# 15: the near-miss templates sorted by length, with their lengths, places and byte ends.
+FORMAT_VERSION = 15
 CACHE_FILE: Final = "matcher.sqlite3"
 SCHEMA: Final = """
     CREATE TABLE meta (k TEXT PRIMARY KEY, v BLOB);
@@ -66,7 +67,8 @@ SCHEMA: Final = """
     CREATE TABLE files (file_path TEXT, line_number INTEGER, rec INTEGER);
     CREATE TABLE codes (code TEXT, rec INTEGER);
     CREATE TABLE functions (name TEXT, rec INTEGER);
-    CREATE TABLE fuzzy (templates BLOB, patterns BLOB);
+    CREATE TABLE fuzzy (
+        templates BLOB, ends BLOB, by_length BLOB, lengths BLOB, patterns BLOB);
     CREATE TABLE words (w TEXT PRIMARY KEY, df INTEGER, rows TEXT) WITHOUT ROWID;
 """
 # Covering indexes, made once the rows are in: a frame's file can have thousands of records
@@ -107,41 +109,6 @@ MARKERS: Final[tuple[tuple[str, str], ...]] = (
 TEMPLATE_MIN_CHARS: Final = 16
 # Path tails tried against the records' filePaths (a deep path has many).
 MAX_PATH_PARTS: Final = 40
-# The near-miss templates are one blob of lines (UTF-8; normalize_template leaves no line break
-# in a template) and their patterns one blob of 4-byte little-endian integers (the file travels
-# between machines through the database), in one row: a near miss reads every template, and
-# at a million records fetching them as 693,930 rows took 650-750 ms.
-TEMPLATE_SEPARATOR: Final = "\n"
-PATTERN_ITEM_BYTES: Final = 4
-_PATTERN_ITEM: Final = next(
-    code for code in "IL" if array.array(code).itemsize == PATTERN_ITEM_BYTES
-)
-
-
-def templates_blob(templates: Iterable[str]) -> bytes:
-    """Templates as the fuzzy row stores them (each chunk of a stream: joined by the caller
-    with one TEMPLATE_SEPARATOR between chunks)."""
-    return TEMPLATE_SEPARATOR.join(templates).encode("utf-8")
-
-
-def patterns_blob(patterns: Iterable[int]) -> bytes:
-    items = array.array(_PATTERN_ITEM, patterns)
-    if sys.byteorder == "big":
-        items.byteswap()
-    return items.tobytes()
-
-
-def _patterns_of(blob: bytes) -> Sequence[int]:
-    """The patterns as an array, not a list: a list of 693,930 ints took 68 ms more to make."""
-    if len(blob) % PATTERN_ITEM_BYTES:
-        raise ValueError("the fuzzy row's patterns are cut short")
-    items = array.array(_PATTERN_ITEM)
-    items.frombytes(blob)
-    if sys.byteorder == "big":
-        items.byteswap()
-    return items
-
-
 # Values in a message: quoted, bracketed, numbers (a number's sentence-ending period stays).
 _VALUE_RE: Final = re.compile(
     r"'[^']*'|\"[^\"]*\"|\[[^\]]*\]|\([^)]*\)|\{[^}]*\}|<[^>]*>|\b\d(?:[\w.]*\w)?"
@@ -299,6 +266,7 @@ class CacheReader:
         self._con = con
         self._path = path  # the file, removed if it turns out damaged
         self._identity = identity
+        self._fuzzy_row = 0  # the fuzzy row, once fuzzy_templates has found it
         self._kind_starts = [int(k[0]) for k in kinds]
         self._kind_names = [str(k[1]) for k in kinds]
         # Pattern keys come first: ids below this need no kind lookup.
@@ -484,20 +452,33 @@ class CacheReader:
         return self._packages
 
     @_reads
-    def fuzzy_templates(self) -> tuple[list[str], Sequence[int]]:
-        """Every message template for near misses, and the pattern of each, each list read as
-        one blob (sqlite3_blob_read, as the shards)."""
+    def fuzzy_templates(self) -> TemplateStore:
+        """The message templates for near misses: their patterns, lengths and order by length
+        read now (five ints a template), their text a stretch at a time as the store asks
+        (kb.matcher.templates), each blob read as the shards are (sqlite3_blob_read)."""
         row = self._con.execute("SELECT rowid FROM fuzzy").fetchone()
         if row is None:
-            return [], []
-        with self._con.blobopen("fuzzy", "templates", row[0], readonly=True) as blob:
-            text = blob.read().decode("utf-8")
-        with self._con.blobopen("fuzzy", "patterns", row[0], readonly=True) as blob:
-            patterns = _patterns_of(blob.read())
-        templates = text.split(TEMPLATE_SEPARATOR) if text else []
-        if len(templates) != len(patterns):
-            raise ValueError("the fuzzy row's templates and patterns disagree")
-        return templates, patterns
+            return TemplateStore(patterns=[], lengths=[], by_length=[], ends=[], read=self._texts)
+        rowid = row[0]
+        lists: dict[str, Sequence[int]] = {}
+        for column in ("ends", "by_length", "lengths", "patterns"):
+            with self._con.blobopen("fuzzy", column, rowid, readonly=True) as blob:
+                lists[column] = ints_of(blob.read(), column)
+        with self._con.blobopen("fuzzy", "templates", rowid, readonly=True) as blob:
+            if lists["ends"] and lists["ends"][-1] != len(blob):
+                raise ValueError("the fuzzy row's templates and their ends disagree")
+        self._fuzzy_row = rowid
+        return TemplateStore(**lists, read=self._texts)
+
+    @_reads
+    def _texts(self, begin: int, end: int, count: int) -> list[str]:
+        """The `count` templates stored in bytes [begin, end) of the fuzzy row's text."""
+        with self._con.blobopen("fuzzy", "templates", self._fuzzy_row, readonly=True) as blob:
+            blob.seek(begin)
+            texts = blob.read(end - begin).decode("utf-8").split(TEMPLATE_SEPARATOR)
+        if len(texts) != count:
+            raise ValueError("the fuzzy row's templates and their ends disagree")
+        return texts
 
     def template_words(self, words: Iterable[str]) -> list[tuple[str, int, list[int] | None]]:
         """(word, how many templates hold it, which: their places in fuzzy_templates' lists,

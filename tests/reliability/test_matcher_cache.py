@@ -183,16 +183,20 @@ def test_a_cache_damaged_past_its_header_is_removed_and_rebuilt(
     "damage",
     [
         "patterns = substr(patterns, 1, length(patterns) - 1)",  # cut short
-        "templates = templates || x'0a'",  # a template more than patterns
-        "templates = x'ff' || templates",  # not UTF-8
+        "lengths = substr(lengths, 1, length(lengths) - 4)",  # a length fewer than patterns
+        "templates = templates || x'0a'",  # a template more than the ends say
+        "ends = zeroblob(length(ends))",  # ends that do not end the text
+        "by_length = x'ffffffff' || substr(by_length, 5)",  # a place no template has
+        "templates = x'ff' || substr(templates, 2)",  # not UTF-8 (read when a window needs it)
     ],
-    ids=["cut-patterns", "extra-template", "not-utf8"],
+    ids=["cut-patterns", "fewer-lengths", "extra-template", "ends", "by-length", "not-utf8"],
 )
 def test_a_damaged_near_miss_row_is_removed_and_rebuilt(
     seeded: Any, db_path: Path, damage: str
 ) -> None:
-    """The near-miss templates are read whole, as two blobs, when a near miss is tried: blobs
-    that disagree or cannot be read mean the cache is damaged (removed, rebuilt, matched)."""
+    """The near-miss templates' lists are read when a near miss is first tried, their text a
+    stretch at a time (kb.matcher.templates): blobs that disagree or cannot be read mean the
+    cache is damaged (removed, rebuilt, matched)."""
     with sqlite3.connect(cache_file(db_path)) as conn:
         conn.execute(f"UPDATE fuzzy SET {damage}")
     conn.close()
@@ -569,7 +573,15 @@ def test_the_words_table_lists_every_word_of_every_near_miss_template_by_its_pla
     con = sqlite3.connect(path)
     try:
         reader = CacheReader(con, [], path=path, identity=None)
-        templates, patterns = reader.fuzzy_templates()
+        store = reader.fuzzy_templates()
+        # the text is stored by length: each template back in its place
+        by_length = store.texts(0, len(store))
+        templates = [""] * len(store)
+        for position, template in enumerate(by_length):
+            templates[store.place(position)] = template
+        patterns = store.patterns
+        assert [len(template) for template in by_length] == sorted(map(len, by_length))
+        assert list(store.lengths) == [len(template) for template in templates]
         words = {w: (df, rows) for w, df, rows in con.execute("SELECT w, df, rows FROM words")}
         reader.load_patterns(patterns)
         for template, pattern in zip(templates, patterns, strict=True):
