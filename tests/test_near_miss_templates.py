@@ -5,6 +5,7 @@ template."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 import sqlite3
@@ -71,6 +72,7 @@ def store_of(templates: list[str]) -> tuple[TemplateStore, list[tuple[int, int]]
         lengths=[len(template) for template in templates],
         by_length=order,
         ends=ends,
+        chars=sum(map(len, templates)),
         read=read,
     )
     return store, reads
@@ -89,7 +91,7 @@ def test_a_stretch_read_in_any_order_is_that_stretch_and_each_byte_is_read_once(
         stop = rng.randrange(start, len(templates) + 1)
         assert store.texts(start, stop) == whole[start:stop]
     spans = sorted(reads)
-    assert all(a[1] < b[0] for a, b in zip(spans, spans[1:], strict=False))  # none read twice
+    assert all(a[1] < b[0] for a, b in itertools.pairwise(spans))  # none read twice
     for shortest, longest in [(0, None), (5, 40), (41, 41), (1000, None), (30, 10)]:
         start, stop = store.positions(shortest, longest)
         lengths = [len(template) for template in whole]
@@ -215,3 +217,25 @@ def test_a_near_miss_finds_the_closest_templates_of_the_cache_the_build_wrote(
         assert found > 100
     finally:
         con.close()
+
+
+def test_a_lazy_list_gives_its_items_and_stretches_reading_each_row_once() -> None:
+    from kb.matcher.templates import ROW_ITEMS, LazyInts
+
+    values = list(range(7, 7 + 3 * ROW_ITEMS + 5))
+    reads: list[tuple[int, int]] = []
+
+    def read(start: int, stop: int) -> list[int]:
+        reads.append((start, stop))
+        return values[start:stop]
+
+    items = LazyInts(len(values), read)
+    assert len(items) == len(values)
+    assert [items[i] for i in (0, 1, ROW_ITEMS, -1, len(values) - 1)] == [
+        values[i] for i in (0, 1, ROW_ITEMS, -1, len(values) - 1)
+    ]
+    assert reads == [(0, ROW_ITEMS), (ROW_ITEMS, 2 * ROW_ITEMS), (3 * ROW_ITEMS, len(values))]
+    assert list(items[5:900]) == values[5:900] and list(items[900:5]) == []
+    with pytest.raises(IndexError):
+        items[len(values)]
+    assert list(items) == values

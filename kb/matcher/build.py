@@ -38,7 +38,7 @@ from kb.matcher.cache import (
     normalize_template,
     words_of,
 )
-from kb.matcher.templates import ITEM_BYTES, TEMPLATE_SEPARATOR, ints_blob
+from kb.matcher.templates import ROW_ITEMS, TEMPLATE_SEPARATOR, ints_blob
 from kb.pacing import FEWER_COLLECTIONS
 from kb.patterns import (
     GENERIC_LITERAL_CHARS,
@@ -263,24 +263,21 @@ def _write_cache_file(
 
 def _write_templates(con: sqlite3.Connection) -> None:
     """The fuzzy row (kb.matcher.templates): fz's templates sorted by length (then by place),
-    each one's byte end and place in that order; each place's length and pattern. Written
-    into blobs of their final size a chunk of rows at a time (memory stays flat; at a million
-    records the templates are 42 MB). A template's place is its rowid - 1: fz only grows, and
-    a template it holds already takes no rowid."""
-    count, size = con.execute(
-        "SELECT count(*), coalesce(sum(length(CAST(t AS BLOB))), 0) FROM fz"
+    written a chunk of rows at a time into a blob of its final size (memory stays flat; at a
+    million records the templates are 42 MB), with their count and characters in all; and
+    their lists in fuzzy_ints: each one's byte end and place in length order, each place's
+    length and pattern. A template's place is its rowid - 1: fz only grows, and a template it
+    holds already takes no rowid."""
+    count, size, chars = con.execute(
+        "SELECT count(*), coalesce(sum(length(CAST(t AS BLOB))), 0), coalesce(sum(n), 0) FROM fz"
     ).fetchone()
     separator = TEMPLATE_SEPARATOR.encode()
     con.execute(
-        "INSERT INTO fuzzy (rowid, templates, ends, by_length, lengths, patterns) "
-        "VALUES (1, zeroblob(?), zeroblob(?), zeroblob(?), zeroblob(?), zeroblob(?))",
-        (size + len(separator) * max(count - 1, 0), *[ITEM_BYTES * count] * 4),
+        "INSERT INTO fuzzy (rowid, templates, count, chars) VALUES (1, zeroblob(?), ?, ?)",
+        (size + len(separator) * max(count - 1, 0), count, chars),
     )
-    with (
-        con.blobopen("fuzzy", "templates", 1) as templates,
-        con.blobopen("fuzzy", "ends", 1) as ends,
-        con.blobopen("fuzzy", "by_length", 1) as by_length,
-    ):
+    ends, by_length = _IntRows(con, "ends"), _IntRows(con, "by_length")
+    with con.blobopen("fuzzy", "templates", 1) as templates:
         rows = con.execute("SELECT rowid - 1, t FROM fz ORDER BY n, rowid")
         end = -len(separator)
         while chunk := rows.fetchmany(BUILD_CHUNK):
@@ -290,16 +287,41 @@ def _write_templates(con: sqlite3.Connection) -> None:
             for text in encoded:
                 end += len(separator) + len(text)
                 chunk_ends.append(end)
-            ends.write(ints_blob(chunk_ends))
-            by_length.write(ints_blob(place for place, _t in chunk))
-    with (
-        con.blobopen("fuzzy", "lengths", 1) as lengths,
-        con.blobopen("fuzzy", "patterns", 1) as patterns,
-    ):
-        rows = con.execute("SELECT n, p FROM fz ORDER BY rowid")
-        while chunk := rows.fetchmany(BUILD_CHUNK):
-            lengths.write(ints_blob(n for n, _p in chunk))
-            patterns.write(ints_blob(p for _n, p in chunk))
+            ends.add(chunk_ends)
+            by_length.add(place for place, _t in chunk)
+    lengths, patterns = _IntRows(con, "lengths"), _IntRows(con, "patterns")
+    rows = con.execute("SELECT n, p FROM fz ORDER BY rowid")
+    while chunk := rows.fetchmany(BUILD_CHUNK):
+        lengths.add(n for n, _p in chunk)
+        patterns.add(p for _n, p in chunk)
+    for written in (ends, by_length, lengths, patterns):
+        written.close()
+
+
+class _IntRows:
+    """One of the near-miss lists of ints, written to fuzzy_ints ROW_ITEMS to a row."""
+
+    def __init__(self, con: sqlite3.Connection, name: str) -> None:
+        self._con, self._name = con, name
+        self._pending: list[int] = []
+        self._part = 0
+
+    def add(self, values: Iterable[int]) -> None:
+        self._pending += values
+        full = len(self._pending) - len(self._pending) % ROW_ITEMS
+        self._write(self._pending[:full])
+        del self._pending[:full]
+
+    def close(self) -> None:
+        self._write(self._pending)
+        self._pending = []
+
+    def _write(self, values: list[int]) -> None:
+        rows = []
+        for start in range(0, len(values), ROW_ITEMS):
+            rows.append((self._name, self._part, ints_blob(values[start : start + ROW_ITEMS])))
+            self._part += 1
+        self._con.executemany("INSERT INTO fuzzy_ints VALUES (?, ?, ?)", rows)
 
 
 def _write_words(con: sqlite3.Connection, templates: int) -> None:

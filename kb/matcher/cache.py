@@ -13,8 +13,8 @@ renamed over the old one:
   records   id, class, filePath, lineNumber, message and raising function of each record
   files     filePath -> (lineNumber, record); codes: code -> record; functions: name -> record
   fuzzy     one row: every message template for near misses (kb.matcher.templates: the text
-            sorted by length, read a stretch at a time when a log needs it) with its pattern
-            and length
+            sorted by length, read a stretch at a time when a log needs it); fuzzy_ints their
+            lists (place and byte end in length order, length and pattern by place)
   words     each word of the templates -> the templates holding it (the near misses' bm25
             shortlist; rows of common words keep their count only)
 A cold match of a big log reads meta and the shards (13 MB at 150k records, 78 MB at 1M); of a
@@ -38,7 +38,13 @@ from typing import Any, Concatenate, Final, ParamSpec, TypeVar
 
 from kb.errors import DatabaseError
 from kb.logline import Frame
-from kb.matcher.templates import TEMPLATE_SEPARATOR, TemplateStore, ints_of
+from kb.matcher.templates import (
+    ROW_ITEMS,
+    TEMPLATE_SEPARATOR,
+    LazyInts,
+    TemplateStore,
+    ints_of,
+)
 from kb.sql import select_in
 
 # Bumped whenever what is written changes; a cache of another format is rebuilt.
@@ -48,7 +54,7 @@ from kb.sql import select_in
 # 13: keys.anchor, the anchors' bitmap and the rest shard (kb.matcher.anchors), meta
 #     shard_bytes.
 # 14: the near-miss templates in one row of two blobs (templates_blob, patterns_blob).
-# 15: the near-miss templates sorted by length, with their lengths, places and byte ends.
+# 15: the near-miss templates sorted by length; their lists in fuzzy_ints, a row a part.
 FORMAT_VERSION = 15
 CACHE_FILE: Final = "matcher.sqlite3"
 SCHEMA: Final = """
@@ -67,8 +73,9 @@ SCHEMA: Final = """
     CREATE TABLE files (file_path TEXT, line_number INTEGER, rec INTEGER);
     CREATE TABLE codes (code TEXT, rec INTEGER);
     CREATE TABLE functions (name TEXT, rec INTEGER);
-    CREATE TABLE fuzzy (
-        templates BLOB, ends BLOB, by_length BLOB, lengths BLOB, patterns BLOB);
+    CREATE TABLE fuzzy (templates BLOB, count INTEGER, chars INTEGER);
+    CREATE TABLE fuzzy_ints (
+        list TEXT, part INTEGER, items BLOB, PRIMARY KEY (list, part)) WITHOUT ROWID;
     CREATE TABLE words (w TEXT PRIMARY KEY, df INTEGER, rows TEXT) WITHOUT ROWID;
 """
 # Covering indexes, made once the rows are in: a frame's file can have thousands of records
@@ -453,22 +460,47 @@ class CacheReader:
 
     @_reads
     def fuzzy_templates(self) -> TemplateStore:
-        """The message templates for near misses: their patterns, lengths and order by length
-        read now (five ints a template), their text a stretch at a time as the store asks
-        (kb.matcher.templates), each blob read as the shards are (sqlite3_blob_read)."""
-        row = self._con.execute("SELECT rowid FROM fuzzy").fetchone()
+        """The message templates for near misses (kb.matcher.templates): their lengths read
+        now, their places in length order, patterns and text as the store asks for them."""
+        row = self._con.execute("SELECT rowid, count, chars FROM fuzzy").fetchone()
         if row is None:
-            return TemplateStore(patterns=[], lengths=[], by_length=[], ends=[], read=self._texts)
-        rowid = row[0]
-        lists: dict[str, Sequence[int]] = {}
-        for column in ("ends", "by_length", "lengths", "patterns"):
-            with self._con.blobopen("fuzzy", column, rowid, readonly=True) as blob:
-                lists[column] = ints_of(blob.read(), column)
-        with self._con.blobopen("fuzzy", "templates", rowid, readonly=True) as blob:
-            if lists["ends"] and lists["ends"][-1] != len(blob):
+            return TemplateStore(
+                patterns=[], lengths=[], by_length=[], ends=[], chars=0, read=self._texts
+            )
+        self._fuzzy_row, count, chars = row
+        ends = LazyInts(count, functools.partial(self._items, "ends", None))
+        with self._con.blobopen("fuzzy", "templates", self._fuzzy_row, readonly=True) as blob:
+            if count and ends[-1] != len(blob):
                 raise ValueError("the fuzzy row's templates and their ends disagree")
-        self._fuzzy_row = rowid
-        return TemplateStore(**lists, read=self._texts)
+        return TemplateStore(
+            patterns=LazyInts(count, functools.partial(self._items, "patterns", None)),
+            lengths=self._items("lengths", None, 0, count),
+            by_length=LazyInts(count, functools.partial(self._items, "by_length", count)),
+            ends=ends,
+            chars=chars,
+            read=self._texts,
+        )
+
+    @_reads
+    def _items(self, name: str, below: int | None, start: int, stop: int) -> Sequence[int]:
+        """Items [start, stop) of one of the near-miss lists of ints (each under `below`)."""
+        first, last = start // ROW_ITEMS, (stop - 1) // ROW_ITEMS
+        rows = self._con.execute(
+            "SELECT part, items FROM fuzzy_ints WHERE list = ? AND part BETWEEN ? AND ? "
+            "ORDER BY part",
+            (name, first, last),
+        ).fetchall()
+        if [part for part, _items in rows] != list(range(first, last + 1)):
+            raise ValueError(f"the near-miss {name} are cut short")
+        offset = start - first * ROW_ITEMS
+        items = ints_of(b"".join(items for _part, items in rows), name)[
+            offset : offset + stop - start
+        ]
+        if len(items) != stop - start:
+            raise ValueError(f"the near-miss {name} are cut short")
+        if below is not None and items and max(items) >= below:
+            raise ValueError(f"the near-miss {name} name a template there is not")
+        return items
 
     @_reads
     def _texts(self, begin: int, end: int, count: int) -> list[str]:

@@ -181,10 +181,13 @@ def closest(store: TemplateStore, query: str, *, limit: int, cutoff: float, cut:
             # a template under the limit-th score found so far cannot be among the best
             best = sorted((score for score, _place in found), reverse=True)
             floor = best[limit - 1] if len(best) >= limit else cutoff
-            for _choice, score, i in process.extract(
+            near = process.extract(
                 query, choices, scorer=fuzz.ratio, score_cutoff=floor, limit=None
-            ):
-                found.append((score, store.place(first + i)))
+            )
+            if near:  # their places read as one stretch
+                low = min(i for _choice, _score, i in near)
+                places = store.places(first + low, first + max(i for _c, _s, i in near) + 1)
+                found += [(score, places[i - low]) for _choice, score, i in near]
         compared = (start, stop)
         if sum(score >= least for score, _place in found) >= limit:
             break

@@ -16,7 +16,7 @@ import bisect
 import math
 import sys
 from collections.abc import Callable, Iterable, Sequence
-from typing import Final
+from typing import Final, overload
 
 # Templates are stored one a line (UTF-8): kb.matcher.cache.normalize_template leaves no line
 # break in a template.
@@ -24,6 +24,10 @@ TEMPLATE_SEPARATOR: Final = "\n"
 # The integer lists (places, patterns, lengths, byte ends) are 4-byte little-endian each: the
 # file travels between machines through the database, and 42 MB of templates need 32 bits.
 ITEM_BYTES: Final = 4
+# ... stored ROW_ITEMS to a row: a near miss reads a few items of three of them, and in one
+# blob a read at an offset walks the blob's pages from its start (13 ms for one item of a
+# million records' list, as long as reading it whole). A row fits on one 4 KB page.
+ROW_ITEMS: Final = 512
 _ITEM: Final = next(code for code in "IL" if array.array(code).itemsize == ITEM_BYTES)
 
 
@@ -63,10 +67,48 @@ def length_window(
     return shortest, longest
 
 
+class LazyInts(Sequence[int]):
+    """A list of ints read as its items are asked for, `read(start, stop)` giving items
+    [start, stop): a near miss needs a few items of most template lists, and at a million
+    records reading one whole took 15-20 ms."""
+
+    def __init__(self, count: int, read: Callable[[int, int], Sequence[int]]) -> None:
+        self._count, self._read = count, read
+        # the rows read for single items, kept: a bisection asks for the same middles first
+        self._rows: dict[int, Sequence[int]] = {}
+
+    def __len__(self) -> int:
+        return self._count
+
+    @overload
+    def __getitem__(self, index: int) -> int: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[int]: ...
+
+    def __getitem__(self, index: int | slice) -> int | Sequence[int]:
+        if isinstance(index, slice):
+            start, stop, step = index.indices(self._count)
+            if step != 1:
+                raise ValueError("the items are read one stretch at a time")
+            return self._read(start, stop) if stop > start else []
+        if index < 0:
+            index += self._count
+        if not 0 <= index < self._count:
+            raise IndexError(index)
+        row, at = divmod(index, ROW_ITEMS)
+        items = self._rows.get(row)
+        if items is None:
+            start = row * ROW_ITEMS
+            items = self._rows[row] = self._read(start, min(start + ROW_ITEMS, self._count))
+        return items[at]
+
+
 class TemplateStore:
     """The templates of one cache: their patterns and lengths by place, their text by length
     (`read(begin, end, count)` decodes the `count` templates stored in bytes [begin, end)),
-    decoded a stretch at a time as windows ask for them, and kept."""
+    decoded a stretch at a time as windows ask for them, and kept; `chars`: their characters
+    in all."""
 
     def __init__(
         self,
@@ -75,17 +117,16 @@ class TemplateStore:
         lengths: Sequence[int],
         by_length: Sequence[int],
         ends: Sequence[int],
+        chars: int,
         read: Callable[[int, int, int], list[str]],
     ) -> None:
         if not len(patterns) == len(lengths) == len(by_length) == len(ends):
             raise ValueError("the fuzzy row's lists disagree in length")
-        if by_length and max(by_length) >= len(by_length):
-            raise ValueError("the fuzzy row's order by length names a template it has not")
         self.patterns, self.lengths = patterns, lengths
         self._by_length, self._ends, self._read = by_length, ends, read
         self._start = 0  # the decoded stretch: positions [_start, _start + len(_texts))
         self._texts: list[str] = []
-        self.average_chars = (sum(lengths) / len(lengths)) if lengths else 1.0
+        self.average_chars = chars / len(lengths) if lengths else 1.0
 
     def __len__(self) -> int:
         return len(self.patterns)
@@ -100,6 +141,10 @@ class TemplateStore:
 
     def place(self, position: int) -> int:
         return self._by_length[position]
+
+    def places(self, start: int, stop: int) -> Sequence[int]:
+        """The places of the templates at positions [start, stop) in length order."""
+        return self._by_length[start:stop]
 
     def texts(self, start: int, stop: int) -> list[str]:
         """The templates at positions [start, stop) in length order."""
