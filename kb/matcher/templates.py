@@ -26,7 +26,8 @@ TEMPLATE_SEPARATOR: Final = "\n"
 ITEM_BYTES: Final = 4
 # ... stored ROW_ITEMS to a row: a near miss reads a few items of three of them, and in one
 # blob a read at an offset walks the blob's pages from its start (13 ms for one item of a
-# million records' list, as long as reading it whole). A row fits on one 4 KB page.
+# million records' list, as long as reading it whole). A row is 2 KB (half of it on an
+# overflow page: the table is WITHOUT ROWID).
 ROW_ITEMS: Final = 512
 _ITEM: Final = next(code for code in "IL" if array.array(code).itemsize == ITEM_BYTES)
 
