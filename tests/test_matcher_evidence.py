@@ -259,7 +259,7 @@ def test_library_messages_are_not_builtin(line: str) -> None:
 class NoLookups:
     """A knowledge base that knows no files and no packages."""
 
-    def file_records(self, frame: Frame) -> tuple[str, list[tuple[int | None, int]]] | None:
+    def known_file(self, frame: Frame) -> str | None:
         return None
 
     def file_functions(self, frame: Frame) -> frozenset[str]:

@@ -286,6 +286,7 @@ class CacheReader:
         self._key_text: dict[int, str] = {}
         self._patterns: dict[int, Pattern] = {}
         self._records: dict[int, Record] = {}
+        self._known_files: dict[str, str | None] = {}
         self._files: dict[str, tuple[str, list[tuple[int | None, int]]] | None] = {}
         self._functions: dict[str, list[int]] = {}
         self._file_functions: dict[str, frozenset[str]] = {}
@@ -413,22 +414,57 @@ class CacheReader:
         return self._records[idx]
 
     @_reads
+    def known_file(self, frame: Frame) -> str | None:
+        """The longest filePath of a record that the frame's path ends with, or None. Asked
+        path by path, longest first: asking for them all at once read every record of each
+        (a million records: 2,867 of one file, 33,000 in all for big.log's frames, 39 ms)."""
+        if frame.path not in self._known_files:
+            self._known_files[frame.path] = next(
+                (
+                    suffix
+                    for suffix in list(frame.path_suffixes())[:MAX_PATH_PARTS]
+                    if self._con.execute(
+                        "SELECT 1 FROM files WHERE file_path = ? LIMIT 1", (suffix,)
+                    ).fetchone()
+                ),
+                None,
+            )
+        return self._known_files[frame.path]
+
+    @_reads
     def file_records(self, frame: Frame) -> tuple[str, list[tuple[int | None, int]]] | None:
         """(filePath, [(lineNumber, record)]) for the longest known path that the frame's path
         ends with, or None."""
-        if frame.path in self._files:
-            return self._files[frame.path]
-        suffixes = list(frame.path_suffixes())[:MAX_PATH_PARTS]
-        marks = ",".join("?" * len(suffixes))
-        found: dict[str, list[tuple[int | None, int]]] = {}
-        for path, line_number, rec in self._con.execute(
-            f"SELECT file_path, line_number, rec FROM files WHERE file_path IN ({marks})",
-            suffixes,
-        ):
-            found.setdefault(path, []).append((line_number, rec))
-        result = next(((p, found[p]) for p in suffixes if p in found), None)
-        self._files[frame.path] = result
-        return result
+        if frame.path not in self._files:
+            path = self.known_file(frame)
+            self._files[frame.path] = (
+                None
+                if path is None
+                else (
+                    path,
+                    self._con.execute(
+                        "SELECT line_number, rec FROM files WHERE file_path = ? "
+                        "ORDER BY line_number, rec",
+                        (path,),
+                    ).fetchall(),
+                )
+            )
+        return self._files[frame.path]
+
+    @_reads
+    def records_near(
+        self, frame: Frame, lines: int
+    ) -> tuple[str, list[tuple[int | None, int]]] | None:
+        """file_records' records raised at most `lines` from the frame's line (those with a
+        line number), read alone: a raise site needs these few of a file's thousands."""
+        path = self.known_file(frame)
+        if path is None:
+            return None
+        return path, self._con.execute(
+            "SELECT line_number, rec FROM files WHERE file_path = ? "
+            "AND line_number BETWEEN ? AND ? ORDER BY line_number, rec",
+            (path, frame.line - lines, frame.line + lines),
+        ).fetchall()
 
     @_reads
     def file_functions(self, frame: Frame) -> frozenset[str]:

@@ -214,12 +214,13 @@ def frame_records(scan: ScanState, tb: Traceback | None) -> list[int]:
         found = scan.reader.file_records(frame)
         if found is not None:
             _path, entries = found
-            scan.reader.load_records(rec for _n, rec in entries)
+            # the function's records from its own index, not every record of the file read
+            # (a file can have thousands)
+            raised_in = set(scan.reader.function_records(function)) if function else set()
             for line_number, rec in entries:
-                record = scan.reader.record(rec)
                 # a record without a lineNumber could be anywhere in the file
                 close = line_number is None or abs(line_number - frame.line) <= near
-                if close or (function is not None and record.function == function):
+                if close or rec in raised_in:
                     out[rec] = None
         package = package_of_path(frame.norm_path)
         if (

@@ -24,15 +24,11 @@ def raise_site_candidates(
     line_index = row - window.first_row
     in_window = 0 <= line_index < len(window.line_nos)
     line_no = window.line_nos[line_index] if in_window else innermost.line
-    found = reader.file_records(frame)
+    # A raise site is a line: a record without a lineNumber is never found by its file alone.
+    found = reader.records_near(frame, scorer.config.frame_near_lines)
     if found is None:
         return []
-    path, entries = found
-    near = scorer.config.frame_near_lines
-    # A raise site is a line: a record without a lineNumber is never found by its file alone.
-    nearby = [
-        (n, rec_idx) for n, rec_idx in entries if n is not None and abs(frame.line - n) <= near
-    ]
+    path, nearby = found
     reader.load_records(rec_idx for _, rec_idx in nearby)
     subject = exception[1] if exception else ""
     out: list[Candidate] = []

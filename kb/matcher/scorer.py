@@ -69,7 +69,7 @@ class Candidate:
 class Lookups(Protocol):
     """What scoring asks the knowledge base (kb.matcher.cache.CacheReader answers)."""
 
-    def file_records(self, frame: Frame) -> tuple[str, list[tuple[int | None, int]]] | None: ...
+    def known_file(self, frame: Frame) -> str | None: ...
 
     def file_functions(self, frame: Frame) -> frozenset[str]: ...
 
@@ -117,7 +117,7 @@ class Scorer:
         if found is not None:
             return found
         innermost = tb.frames[0].frame  # asked about only now: most records stop above
-        known = self.lookups.file_records(innermost) is not None
+        known = self.lookups.known_file(innermost) is not None
         return innermost_evidence(innermost.path, record.package, known)
 
     def score_hit(

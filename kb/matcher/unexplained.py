@@ -210,7 +210,7 @@ def library_frame(scan: ScanState, tb: Traceback) -> str | None:
         m = INSTALLED_RE.search(frame.norm_path)
         if m:
             return f"{m.group(1)}:{frame.line}"
-        known = scan.reader.file_records(frame)
+        known = scan.reader.known_file(frame)
         if known is not None:
-            return f"{known[0]}:{frame.line}"
+            return f"{known}:{frame.line}"
     return None
