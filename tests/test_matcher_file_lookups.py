@@ -94,7 +94,7 @@ def test_the_records_near_a_frame_are_its_files_records_within_the_lines_in_orde
                     (n, rec) for n, rec in every[1] if n is not None and abs(n - line) <= lines
                 ]
                 assert near == (every[0], expected)
-    # the records of two lines, one of them raised twice: five in all at 13-15
+    # the records of lines 13-15, line 14 raising two: four in all
     near = reader.records_near(frame("/site-packages/pkg/mod/a.py", 14), 1)
     assert near is not None and [n for n, _rec in near[1]] == [13, 14, 14, 15]
     assert reader.records_near(frame("/nowhere/c.py", 14), 1) is None
