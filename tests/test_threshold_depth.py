@@ -4,32 +4,15 @@ premise that makes impact-ordered lists of words enough)."""
 
 from __future__ import annotations
 
-import importlib.util
 import random
 import sqlite3
-import sys
-from pathlib import Path
-from types import ModuleType
 
 import pytest
 
 from kb.ranking import BM25_WEIGHTS
+from tests.benchmark_modules import load_benchmark
 
-BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
-
-
-def _load(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        f"kb_benchmarks_{name}", BENCHMARKS / f"{name}.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
-td = _load("threshold_depth")
+td = load_benchmark("threshold_depth")
 
 
 def _lists(rng: random.Random, words: int, records: int) -> list[list[tuple[int, float]]]:
