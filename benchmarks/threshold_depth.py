@@ -28,6 +28,7 @@ import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
+from kb.query import fts_phrase
 from kb.ranking import BM25_WEIGHTS
 
 RANK = f"bm25(records_fts, {', '.join(str(w) for w in BM25_WEIGHTS.values())})"
@@ -38,7 +39,7 @@ def word_list(con: sqlite3.Connection, word: str) -> list[tuple[int, float]]:
     bm25 is negative: lower is better)."""
     rows = con.execute(
         f"SELECT rowid, {RANK} AS r FROM records_fts WHERE records_fts MATCH ? ORDER BY r",
-        ('"' + word.replace('"', '""') + '"',),
+        (fts_phrase(word),),
     ).fetchall()
     return [(int(rowid), float(score)) for rowid, score in rows]
 
@@ -67,19 +68,20 @@ def stop_depth(lists: list[list[tuple[int, float]]], limit: int) -> Stop:
     total = {rowid: sum(part[rowid] for part in parts) for rowid in whole}
     best = sorted(total.values())[:limit]
     top: list[float] = []  # negated scores: the heap's top is the limit-th best found
-    seen: set[int] = set()
     looked: set[int] = set()  # every record seen is looked up, holding every word or not
     depth = 0
     while depth < shortest:
         for words in lists:
             rowid = words[depth][0]
+            if rowid in looked:
+                continue
             looked.add(rowid)
-            if rowid in total and rowid not in seen:
-                seen.add(rowid)
-                if len(top) < limit:
-                    heapq.heappush(top, -total[rowid])
-                else:
-                    heapq.heappushpop(top, -total[rowid])
+            if rowid not in total:
+                continue  # the look-up finds a word missing
+            if len(top) < limit:
+                heapq.heappush(top, -total[rowid])
+            else:
+                heapq.heappushpop(top, -total[rowid])
         depth += 1
         # no record unseen in every list can score better than its parts at this depth
         threshold = sum(words[depth - 1][1] for words in lists)
