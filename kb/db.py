@@ -8,6 +8,7 @@ an older one must be upgraded with `kb db upgrade`, and every other command refu
 from __future__ import annotations
 
 import contextlib
+import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Final
@@ -29,7 +30,7 @@ from sqlalchemy.pool import NullPool
 
 from kb.config import HEAD_REVISION, masked, sqlite_file, sqlite_read_only, sqlite_reader_uri
 from kb.errors import DatabaseError, SchemaOutOfDate
-from kb.models import META, Base
+from kb.models import META, RECORDS, Base
 
 # How long a command waits for another process's write lock before giving up (exit 3).
 BUSY_TIMEOUT_MS = 30_000
@@ -69,10 +70,60 @@ def _on_sqlite_connect(dbapi_connection: Any, _record: Any) -> None:
     # pages spills to an overflow page each; 16 KB pages hold three whole records. A 150k
     # import measured 31 s at 4 KB, 26 s at 8 KB, 23 s at 16 KB; the file 25% smaller.
     cursor.execute(f"PRAGMA page_size = {PAGE_SIZE}")
-    cursor.execute("PRAGMA journal_mode = WAL")
+    try:
+        cursor.execute("PRAGMA journal_mode = WAL")
+    except sqlite3.OperationalError as exc:
+        if exc.sqlite_errorcode != sqlite3.SQLITE_BUSY:
+            raise
+        # A first load holds the file under a rollback journal (import_transaction): this
+        # connection reads under it, waiting for its lock as any reader would, and the
+        # load turns WAL back on when it has committed.
     cursor.execute("PRAGMA synchronous = NORMAL")
     cursor.execute("PRAGMA foreign_keys = ON")
     cursor.close()
+
+
+@contextlib.contextmanager
+def import_transaction(engine: Engine) -> Iterator[Connection]:
+    """One import's transaction: committed when the block ends, rolled back when it raises.
+
+    A first load into a SQLite file (its records table empty, no other connection open)
+    runs under a rollback journal instead of the WAL, which is turned back on after it.
+    In WAL every page the load writes goes into the WAL and is copied into the database
+    by the checkpoint after the commit: 286 MB of WAL for 69,652 records, written and read
+    again, where the rollback journal of an empty table holds a few pages. The import is
+    as atomic either way; what differs is that readers wait for the load's lock instead of
+    reading the empty knowledge base beside it."""
+    with engine.connect() as conn:
+        journal = _rollback_journal_for_first_load(conn)
+        try:
+            with conn.begin():
+                yield conn
+        finally:
+            if journal:
+                with contextlib.suppress(sqlite3.Error):  # the next connection turns it on
+                    _sqlite_of(conn).execute("PRAGMA journal_mode = WAL")
+
+
+def _rollback_journal_for_first_load(conn: Connection) -> bool:
+    """Leave WAL for a rollback journal where the records table is empty; True if it did.
+    SQLite refuses while another connection has the file open (this stays in WAL then)."""
+    if conn.dialect.name != "sqlite":
+        return False
+    raw = _sqlite_of(conn)
+    try:
+        if raw.execute(f"SELECT 1 FROM {RECORDS.name} LIMIT 1").fetchone() is not None:
+            return False
+        (mode,) = raw.execute("PRAGMA journal_mode = DELETE").fetchone()
+    except sqlite3.Error:
+        return False
+    return bool(mode == "delete")
+
+
+def _sqlite_of(conn: Connection) -> sqlite3.Connection:
+    raw = conn.connection.driver_connection
+    assert isinstance(raw, sqlite3.Connection)
+    return raw
 
 
 def _on_read_only_connect(dbapi_connection: Any, _record: Any) -> None:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import gzip
 import hashlib
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -520,12 +522,22 @@ def test_killed_import_leaves_the_database_as_it_was(tmp_path: Path, first: bool
         stderr=subprocess.PIPE,
     )
     feed.stdout.close()
-    # Wait until the import has written batches into its transaction (the WAL grows).
-    wal = Path(str(db_path) + "-wal")
+    # Wait until the import has written pages of its transaction to disk: into the WAL, or,
+    # for a first load (kb.db.import_transaction's rollback journal), into the database file
+    # itself once its page cache spills, the journal keeping what to undo.
+    wal, journal = Path(f"{db_path}-wal"), Path(f"{db_path}-journal")
+    size_before = db_path.stat().st_size
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and (not wal.exists() or wal.stat().st_size < 2_000_000):
+
+    def written() -> int:
+        if first:
+            return db_path.stat().st_size - size_before if journal.exists() else 0
+        return wal.stat().st_size if wal.exists() else 0
+
+    while time.monotonic() < deadline and written() < 2_000_000:
         time.sleep(0.05)
     assert kb.poll() is None, "the import finished before it could be killed"
+    assert written() >= 2_000_000, "the import wrote nothing to disk in a minute"
     kb.send_signal(signal.SIGKILL)
     kb.wait()
     feed.kill()
@@ -535,6 +547,9 @@ def test_killed_import_leaves_the_database_as_it_was(tmp_path: Path, first: bool
         assert figures["records"] == (0 if first else 1)
         assert figures["imports"] == (0 if first else 1)
     assert schema_of_file(db_path) == schema_before
+    assert not journal.exists()  # rolled back by the first connection after the kill
+    with contextlib.closing(sqlite3.connect(db_path)) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 
 @pytest.mark.parametrize("good", [True, False], ids=["stored", "all-rejected"])
@@ -573,9 +588,8 @@ def test_a_first_load_gives_back_every_index_it_set_aside(
 
 
 def schema_of_file(db_path: Path) -> list[tuple[str, str, str]]:
-    import sqlite3
-
-    with sqlite3.connect(db_path) as conn:
+    # closed after: an open connection would keep a first load in WAL (kb.db.import_transaction)
+    with contextlib.closing(sqlite3.connect(db_path)) as conn:
         rows = conn.execute(
             "SELECT type, name, sql FROM sqlite_master WHERE sql IS NOT NULL ORDER BY name"
         )

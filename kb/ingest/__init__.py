@@ -22,7 +22,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
 from kb.config import masked
-from kb.db import set_meta
+from kb.db import import_transaction, set_meta
 from kb.errors import DatabaseError, InputError
 from kb.ingest.checked import checked_copy, remove_copies
 from kb.ingest.importer import DEFAULT_BATCH_SIZE, Importer, RowsFeed
@@ -113,7 +113,7 @@ def import_sources(
     started = datetime.now(UTC)
     copies = Path(tempfile.mkdtemp(prefix="kb-import-"))
     try:
-        with FEWER_COLLECTIONS, engine.begin() as conn:
+        with FEWER_COLLECTIONS, import_transaction(engine) as conn:
             runs = IMPORT_RUNS
             run_key = conn.execute(
                 insert(runs).values(
