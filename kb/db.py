@@ -92,8 +92,9 @@ def import_transaction(engine: Engine) -> Iterator[Connection]:
     In WAL every page the load writes goes into the WAL and is copied into the database
     by the checkpoint after the commit: 286 MB of WAL for 69,652 records, written and read
     again, where the rollback journal of an empty table holds a few pages. The import is
-    as atomic either way; what differs is that readers wait for the load's lock instead of
-    reading the empty knowledge base beside it."""
+    as atomic either way; what differs is that a reader may wait for the load's lock (once
+    its pages spill from the page cache into the file) instead of reading the empty
+    knowledge base beside it."""
     with engine.connect() as conn:
         journal = _rollback_journal_for_first_load(conn)
         try:
@@ -112,9 +113,10 @@ def _rollback_journal_for_first_load(conn: Connection) -> bool:
         return False
     raw = _sqlite_of(conn)
     try:
-        if raw.execute(f"SELECT 1 FROM {RECORDS.name} LIMIT 1").fetchone() is not None:
+        # fetchall: a statement left unfinished would hold a read lock on the file
+        if raw.execute(f"SELECT 1 FROM {RECORDS.name} LIMIT 1").fetchall():
             return False
-        (mode,) = raw.execute("PRAGMA journal_mode = DELETE").fetchone()
+        ((mode,),) = raw.execute("PRAGMA journal_mode = DELETE").fetchall()
     except sqlite3.Error:
         return False
     return bool(mode == "delete")
