@@ -139,11 +139,15 @@ def _parts(path: Path, workers: int = COMPRESSORS) -> Iterator[bytes]:
 
 def write_parts(path: Path, out: Path) -> None:
     """The parts `store` would make of the cache file at `path`, written to `out` after a
-    header naming that file (PARTS_MAGIC, _HEADER), each after its length. One thread: the
-    build beside an import does this while the import works on the other core."""
+    header naming that file (PARTS_MAGIC, _HEADER), each after its length. COMPRESSORS
+    threads, though the build beside an import does this while the import may still work
+    on the other core: the import has mostly committed by then, and waits for it. At
+    150,000 records, 2026-12-04, the child's last row 10.4 s into the command, its cache
+    file written at 16.0, the import committed at 16.3, one thread's compression done at
+    17.1 (1.1 s, the command waiting the last 0.8 of them)."""
     with open(out, "wb") as fh:
         fh.write(_header_of(path))
-        for part in _parts(path, workers=1):
+        for part in _parts(path):
             fh.write(_LENGTH.pack(len(part)))
             fh.write(part)
 
