@@ -121,17 +121,18 @@ def _fetch_into(
     return True
 
 
-def _parts(path: Path, workers: int = COMPRESSORS) -> Iterator[bytes]:
-    """The file's parts, compressed, in order: `workers` at a time on threads (zlib lets go of
-    the GIL), with at most one more part read ahead of them, so memory stays at a few parts."""
+def _parts(path: Path) -> Iterator[bytes]:
+    """The file's parts, compressed, in order: COMPRESSORS at a time on threads (zlib lets go
+    of the GIL), with at most one more part read ahead of them, so memory stays at a few
+    parts."""
     from collections import deque  # here: the fetching side (a cold `kb match`) needs neither
     from concurrent.futures import Future, ThreadPoolExecutor
 
-    with open(path, "rb") as fh, ThreadPoolExecutor(workers) as pool:
+    with open(path, "rb") as fh, ThreadPoolExecutor(COMPRESSORS) as pool:
         pending: deque[Future[bytes]] = deque()
         while chunk := fh.read(PART_BYTES):
             pending.append(pool.submit(zlib.compress, chunk, COMPRESSION_LEVEL))
-            if len(pending) > workers:
+            if len(pending) > COMPRESSORS:
                 yield pending.popleft().result()
         while pending:
             yield pending.popleft().result()
@@ -139,12 +140,10 @@ def _parts(path: Path, workers: int = COMPRESSORS) -> Iterator[bytes]:
 
 def write_parts(path: Path, out: Path) -> None:
     """The parts `store` would make of the cache file at `path`, written to `out` after a
-    header naming that file (PARTS_MAGIC, _HEADER), each after its length. COMPRESSORS
-    threads, though the build beside an import does this while the import may still work
-    on the other core: the import has mostly committed by then, and waits for it. At
-    150,000 records, 2026-12-04, the child's last row 10.4 s into the command, its cache
-    file written at 16.0, the import committed at 16.3, one thread's compression done at
-    17.1 (1.1 s, the command waiting the last 0.8 of them)."""
+    header naming that file (PARTS_MAGIC, _HEADER), each after its length. On COMPRESSORS
+    threads also in the build beside an import: the import has mostly committed by then and
+    waits for it (at 150,000 records, 2026-12-04: the import committed at 16.3 s, one
+    thread's compression ended at 17.1; two threads take 0.6 s of its 1.1)."""
     with open(out, "wb") as fh:
         fh.write(_header_of(path))
         for part in _parts(path):
