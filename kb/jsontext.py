@@ -33,6 +33,16 @@ def loads(text: str | bytes) -> Any:
         return json.loads(text)
 
 
+def loads_utf8(data: bytes) -> Any:
+    """The value of UTF-8 JSON text, as `loads` gives it; raises one of REFUSED where `loads`
+    would ask `json` (and for bytes that are not UTF-8): the caller then reads the text with
+    `loads`. Bytes are read as they are, with no text decoded from them first."""
+    return _decode(data)
+
+
+REFUSED: Final = _REFUSED
+
+
 def dumps(value: Any) -> bytes:
     """Compact JSON, UTF-8. Raises ValueError for a text holding a lone surrogate (it is not
     UTF-8), TypeError (or msgspec's EncodeError) for a value JSON has no form for. Writes

@@ -26,7 +26,7 @@ from kb.db import import_transaction, set_meta
 from kb.errors import DatabaseError, InputError
 from kb.ingest.checked import checked_copy, remove_copies
 from kb.ingest.importer import DEFAULT_BATCH_SIZE, Importer, RowsFeed
-from kb.ingest.reading import Container, ProgressFn, Source, is_url
+from kb.ingest.reading import Container, ProgressFn, is_url
 from kb.ingest.report import ImportReport, Rejection, SourceFailure, UpToDate
 from kb.ingest.site import (
     DATA_SUFFIXES,
@@ -37,6 +37,7 @@ from kb.ingest.site import (
     read_manifest,
     repository_file,
 )
+from kb.ingest.source import Source
 from kb.models import DATASET_SOURCES, IMPORT_RUNS
 from kb.pacing import FEWER_COLLECTIONS
 from kb.records import Record

@@ -1,12 +1,11 @@
-"""Reading one input: open a file, stdin or URL, count and hash its bytes, undo gzip, and yield
-the JSON values it holds as `Item`s, streamed, whatever the layout (one value, an array, JSONL,
-the compact index with its `errors` array).
+"""Reading one input's layers: open a file, stdin or URL and count and hash its bytes (gzip is
+undone above them, kb.ingest.source), and read JSON text streamed, whatever the layout (one
+value, an array, the compact index with its `errors` array), as events; the `Item`s an input
+yields. kb.ingest.source puts the layers together and reads JSON Lines.
 """
 
 from __future__ import annotations
 
-import contextlib
-import gzip
 import hashlib
 import io
 import json
@@ -17,14 +16,8 @@ from dataclasses import dataclass
 from typing import IO, Any, Final, Protocol
 
 from kb.errors import InputError
-from kb.jsontext import loads
 
 READ_CHUNK: Final = 1 << 20  # bytes of text the streaming JSON reader asks for at a time
-# What the text layer reads from the bytes below it at a time. Reading a 150k-record gzip
-# line by line took 1.14-1.52 s with 64 KB and 1.11-1.61 s with 1 MB, against 1.48-1.92 s
-# with CPython's 8 KB (2026-12-04, six rounds in turns); the smaller of the two holds less.
-TEXT_CHUNK: Final = 1 << 16
-JSONL_PROBE_LIMIT: Final = 8 << 20  # a first line longer than this is not one JSONL record
 # The most JSON text one record (or one manifest, or one element of an array) may take. The
 # largest of the 69,652 records in the shared corpus is 5.4 KB, so this is 1,500 times that;
 # a value past it is rejected alone and read past without being held (a 1 GB string in a
@@ -144,53 +137,6 @@ def open_raw(spec: str) -> IO[bytes]:
         raise InputError(f"{spec}: is a folder") from None
     except OSError as exc:
         raise InputError(f"{spec}: cannot read: {exc.strerror}") from exc
-
-
-class Source:
-    """An opened input: raw bytes counted and hashed, decompressed when gzipped, as text."""
-
-    def __init__(self, spec: str, progress: ProgressFn | None = None, name: str | None = None):
-        self.spec = spec
-        self.name = name or ("<stdin>" if spec == "-" else spec)
-        self.outer = CountingReader(open_raw(spec), progress)
-        buffered = io.BufferedReader(self.outer, buffer_size=READ_CHUNK)
-        self.gzipped = buffered.peek(2)[:2] == GZIP_MAGIC
-        self.inner: CountingReader | None = None
-        data: IO[bytes] = buffered
-        if self.gzipped:
-            # what the decompressor has taken so far
-            consumed = CountingReader(buffered, hashed=False)
-            self.inner = CountingReader(
-                gzip.GzipFile(fileobj=consumed, mode="rb"),  # type: ignore[arg-type]
-                compressed=consumed,
-                name=self.name,
-                hashed=False,
-            )
-            data = io.BufferedReader(self.inner, buffer_size=READ_CHUNK)
-        # Bytes that are not UTF-8 become lone surrogates (U+DC80..U+DCFF), which validation
-        # refuses in the record that holds them: one bad record, not a lost file.
-        self.text = io.TextIOWrapper(data, encoding="utf-8", errors="surrogateescape", newline="")
-        # The wrapper asks the buffer below for 8 KB at a time, and a buffered reader with an
-        # empty buffer hands such a read straight to the layer under it: every layer (gzip,
-        # the byte counts) then ran once per 8 KB, whatever its buffer size (CPython's
-        # TextIOWrapper._CHUNK_SIZE, which other Pythons may lack; see TEXT_CHUNK).
-        with contextlib.suppress(AttributeError):
-            self.text._CHUNK_SIZE = TEXT_CHUNK  # type: ignore[attr-defined]
-
-    def close(self) -> None:
-        if self.spec != "-":
-            self.text.close()
-
-    def items(self) -> Iterator[Item | Container]:
-        """The values of this source; read errors become InputError naming the source."""
-        try:
-            yield from items_of_text(self.name, self.text)
-        except UnicodeDecodeError as exc:
-            raise InputError(f"{self.name}: not UTF-8 text ({exc.reason})") from exc
-        except (OSError, EOFError) as exc:
-            if isinstance(exc, InputError):
-                raise
-            raise InputError(f"{self.name}: cannot read: {exc}") from exc
 
 
 # --------------------------------------------------------------------------- JSON streaming
@@ -489,91 +435,3 @@ class JsonStream:
                 return
             if separator != ",":
                 raise self._error(f"expected ',' or ']', found {separator!r}")
-
-
-class _Chain(io.TextIOBase):
-    """Read one text stream, then another."""
-
-    def __init__(self, first: TextReader, second: TextReader) -> None:
-        self._streams = [first, second]
-
-    def read(self, size: int | None = -1, /) -> str:
-        size = -1 if size is None else size
-        while self._streams:
-            chunk = self._streams[0].read(size)
-            if chunk:
-                return chunk
-            self._streams.pop(0)
-        return ""
-
-
-def is_container(obj: dict[str, Any]) -> bool:
-    """A manifest (its `files`) or a compact index (its `errors`), not a record."""
-    return "errors" in obj or "files" in obj
-
-
-def items_of_text(name: str, text: IO[str]) -> Iterator[Item | Container]:
-    """Items of one decompressed source; a manifest comes out as a Container."""
-    first = text.readline(JSONL_PROBE_LIMIT)
-    stripped = first.strip().lstrip("\ufeff")
-    if stripped and stripped[0] not in "[{":
-        if "\udc80" <= stripped[0] <= "\udcff":  # a byte that is not UTF-8 (see Source)
-            raise InputError(f"{name}:1: not UTF-8 text (byte 0x{ord(stripped[0]) - 0xDC00:02X})")
-        raise InputError(f"{name}:1: not JSON: the file starts with {stripped[:20]!r}")
-    if stripped.startswith("{"):
-        try:
-            obj = loads(stripped)
-        except (ValueError, RecursionError):
-            obj = None
-        if isinstance(obj, dict) and not is_container(obj):
-            yield from _items_of_jsonl(name, first, text)
-            return
-    yield from _items_of_stream(name, _Chain(io.StringIO(first), text))
-
-
-def _items_of_jsonl(name: str, first: str, text: IO[str]) -> Iterator[Item]:
-    """One JSON object a line; a line that is not JSON, or longer than MAX_RECORD_CHARS, is a
-    rejected record, not fatal."""
-    number = 0
-    for number, line in enumerate(_chain_lines(first, text), start=1):
-        if line is None or len(line) > MAX_RECORD_CHARS + 1:
-            yield Item(name, number, Unparsable(too_large().reason))
-            continue
-        stripped = line.strip()
-        if not stripped:
-            continue
-        try:
-            value = loads(stripped)
-        except json.JSONDecodeError as exc:
-            yield Item(name, number, Unparsable(f"not valid JSON: {exc.msg} (column {exc.colno})"))
-            continue
-        except (ValueError, RecursionError) as exc:
-            yield Item(name, number, Unparsable(undecodable_reason(exc)))
-            continue
-        yield Item(name, number, value)
-
-
-def _chain_lines(first: str, text: IO[str]) -> Iterator[str | None]:
-    """The lines, each read up to MAX_RECORD_CHARS; None for a longer one, read past."""
-    yield first
-    while line := text.readline(MAX_RECORD_CHARS + 1):
-        if len(line) > MAX_RECORD_CHARS and not line.endswith("\n"):
-            while (rest := text.readline(READ_CHUNK)) and not rest.endswith("\n"):
-                pass
-            yield None
-        else:
-            yield line
-
-
-def _items_of_stream(name: str, text: TextReader) -> Iterator[Item | Container]:
-    for event in JsonStream(text, name).events():
-        if isinstance(event, CompactRow):
-            yield Item(name, event.index, event.value, event.dataset_version, compact=True)
-        elif isinstance(event, ArrayElement):
-            yield Item(name, event.index, event.value)
-        elif event.streamed_rows:
-            continue  # the rest of a compact index: its rows were yielded already
-        elif isinstance(event.value, dict) and isinstance(event.value.get("files"), list | dict):
-            yield Container(name, event.value)
-        else:
-            yield Item(name, event.line, event.value)

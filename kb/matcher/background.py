@@ -14,6 +14,7 @@ as before.
 from __future__ import annotations
 
 import contextlib
+import operator
 import os
 import pickle
 import queue
@@ -43,6 +44,9 @@ COLUMNS: Final = (
     "documentation",
 )
 DOC_CHARS: Final = 2000  # raising_function looks for a function name in this many characters
+# A row's values in COLUMNS' order, taken in C: at 150,000 records 0.23-0.24 s of the
+# import's own time against 0.44 s for a generator of `row.get` per row (2026-12-04).
+_COLUMNS_OF: Final = operator.itemgetter(*COLUMNS)
 TMP_PREFIX: Final = ".matcher-import-"  # not kb.matcher.lock's TMP_PATTERN: no lock is held
 TMP_SUFFIX: Final = ".part"
 _LENGTH: Final = struct.Struct("<Q")
@@ -100,14 +104,14 @@ class BackgroundBuild:
         """New records' rows, in the order of their keys."""
         if not self.usable or not rows:
             return
-        batch = []
-        for row in rows:
-            documentation = row.get("documentation")
-            batch.append(
-                (*(row.get(column) for column in COLUMNS[:-1]), documentation[:DOC_CHARS])
-                if documentation
-                else tuple(row.get(column) for column in COLUMNS)
-            )
+        try:
+            batch = list(map(_COLUMNS_OF, rows))
+        except KeyError:  # a row without some column (an import's rows have every one)
+            batch = [tuple(row.get(column) for column in COLUMNS) for row in rows]
+        for i, values in enumerate(batch):
+            documentation = values[-1]
+            if documentation and len(documentation) > DOC_CHARS:
+                batch[i] = (*values[:-1], documentation[:DOC_CHARS])
         payload = pickle.dumps(batch, protocol=pickle.HIGHEST_PROTOCOL)
         self._write(_LENGTH.pack(len(payload)) + payload)
 

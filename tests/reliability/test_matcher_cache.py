@@ -496,6 +496,39 @@ def test_the_pipe_to_the_build_beside_an_import_holds_a_whole_batch(tmp_path: Pa
         assert size > len(sent[0]) > 64 << 10
 
 
+def test_the_rows_sent_to_the_build_beside_an_import(tmp_path: Path) -> None:
+    """What the child gets for each row: its COLUMNS in order, the documentation cut to
+    DOC_CHARS; a row without some column (not an import's) travels with None there."""
+    import pickle
+    import struct
+
+    from kb.matcher.background import COLUMNS, DOC_CHARS, BackgroundBuild
+
+    whole = {column: f"{column}-value" for column in COLUMNS} | {"line_number": 7, "x": 1}
+    long_doc = whole | {"documentation": "d" * (DOC_CHARS + 50)}
+    no_doc = whole | {"documentation": None}
+    build = BackgroundBuild(tmp_path / "cache")
+    sent: list[bytes] = []
+    try:
+        build._write = sent.append  # type: ignore[method-assign]
+        build.rows([whole, long_doc, no_doc])
+        build.rows([{"id": "a" * 16, "documentation": "doc"}])
+    finally:
+        build.abandon()
+    batches = []
+    for data in sent:
+        (size,) = struct.unpack("<Q", data[:8])
+        assert size == len(data) - 8
+        batches.append(pickle.loads(data[8:]))
+    expected = tuple(whole[column] for column in COLUMNS)
+    assert batches[0] == [
+        expected,
+        (*expected[:-1], "d" * DOC_CHARS),
+        (*expected[:-1], None),
+    ]
+    assert batches[1] == [("a" * 16, *[None] * (len(COLUMNS) - 2), "doc")]
+
+
 def test_the_import_goes_on_while_the_build_beside_it_is_behind(tmp_path: Path) -> None:
     """Batches are written by a thread of their own (kb.matcher.background): with the child
     stopped, the import still hands over more rows than its pipe holds, and giving the build

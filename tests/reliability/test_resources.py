@@ -138,8 +138,9 @@ def layout_text(layout: str, huge: str) -> tuple[str, int]:
 def test_a_value_past_the_record_limit_is_rejected_alone_in_every_layout(
     invoke: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, layout: str
 ) -> None:
-    monkeypatch.setattr("kb.ingest.reading.MAX_RECORD_CHARS", 50_000)
-    monkeypatch.setattr("kb.ingest.reading.READ_CHUNK", 4096)  # many fills per value
+    for module in ("kb.ingest.reading", "kb.ingest.source"):  # JSON streamed; JSON Lines
+        monkeypatch.setattr(f"{module}.MAX_RECORD_CHARS", 50_000)
+        monkeypatch.setattr(f"{module}.READ_CHUNK", 4096)  # many fills per value
     text, where = layout_text(layout, "x" * 200_000)
     path = tmp_path / "in.json.gz"
     path.write_bytes(gzip.compress(text.encode()))
@@ -156,8 +157,9 @@ def test_a_value_past_the_record_limit_is_rejected_alone_in_every_layout(
 def test_values_under_the_limit_are_read_as_before(
     invoke: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("kb.ingest.reading.MAX_RECORD_CHARS", 50_000)
-    monkeypatch.setattr("kb.ingest.reading.READ_CHUNK", 4096)
+    for module in ("kb.ingest.reading", "kb.ingest.source"):
+        monkeypatch.setattr(f"{module}.MAX_RECORD_CHARS", 50_000)
+        monkeypatch.setattr(f"{module}.READ_CHUNK", 4096)
     records = corpus_records(3)
     records[1]["documentation"] = "y" * 40_000
     path = tmp_path / "in.json"
