@@ -5,11 +5,11 @@ a manifest) as text by kb.ingest.reading's streaming reader.
 JSON Lines is how bulk datasets travel, and a large import reads little else, so its lines
 skip the text layer: each line's UTF-8 bytes go to the decoder as they are (a 150k-record gzip
 read and decoded in 2.13-2.49 s against 2.91-3.27 s through the text layer, 2026-12-04, three
-rounds in turns). A line that path is
-not sure of is read by the text layer's rules instead, so every line gives the item it gives as
-text: a line the decoder refuses (not JSON, not UTF-8, a value only `json` reads) is decoded
-as text alone; a line holding a carriage return (which the text layer takes for a line end
-too) or longer than MAX_RECORD_CHARS bytes hands the rest of the input to the text layer.
+rounds in turns). A line that path is not sure of is read by the text layer's rules instead, so
+every line gives the item it gives as text: a line the decoder refuses (not JSON, not UTF-8, a
+value only `json` reads) is decoded as text alone; a line holding a carriage return (which the
+text layer takes for a line end too) or longer than MAX_RECORD_CHARS bytes hands the rest of
+the input to the text layer.
 """
 
 from __future__ import annotations
@@ -142,14 +142,14 @@ def _plain(line: bytes) -> bool:
 def items_of_bytes(name: str, data: IO[bytes]) -> Iterator[Item | Container]:
     """Items of one decompressed source; a manifest comes out as a Container."""
     first = data.readline(JSONL_PROBE_LIMIT)
-    if first.endswith(b"\n") and _plain(first) and first.lstrip()[:1] == b"{":
-        try:
-            obj = loads(first.decode("utf-8", "surrogateescape").strip())
-        except (ValueError, RecursionError):
-            obj = None
-        if isinstance(obj, dict) and not is_container(obj):
-            yield from _items_of_jsonl_bytes(name, first, data)
-            return
+    if (
+        first.endswith(b"\n")
+        and _plain(first)
+        and first.lstrip()[:1] == b"{"
+        and _opens_jsonl(first.decode("utf-8", "surrogateescape").strip())
+    ):
+        yield from _items_of_jsonl_bytes(name, first, data)
+        return
     # Anything else (a byte-order mark, one value over several lines, an array) as text.
     yield from items_of_text(name, _text_after(first, data))
 
@@ -181,6 +181,16 @@ def is_container(obj: dict[str, Any]) -> bool:
     return "errors" in obj or "files" in obj
 
 
+def _opens_jsonl(stripped: str) -> bool:
+    """Whether a first line (stripped) is one whole object that is not a container: the
+    input is JSON Lines."""
+    try:
+        obj = loads(stripped)
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(obj, dict) and not is_container(obj)
+
+
 def items_of_text(name: str, text: IO[str]) -> Iterator[Item | Container]:
     """Items of one decompressed source read as text; a manifest comes out as a Container."""
     first = text.readline(JSONL_PROBE_LIMIT)
@@ -189,14 +199,9 @@ def items_of_text(name: str, text: IO[str]) -> Iterator[Item | Container]:
         if "\udc80" <= stripped[0] <= "\udcff":  # a byte that is not UTF-8 (see text_of)
             raise InputError(f"{name}:1: not UTF-8 text (byte 0x{ord(stripped[0]) - 0xDC00:02X})")
         raise InputError(f"{name}:1: not JSON: the file starts with {stripped[:20]!r}")
-    if stripped.startswith("{"):
-        try:
-            obj = loads(stripped)
-        except (ValueError, RecursionError):
-            obj = None
-        if isinstance(obj, dict) and not is_container(obj):
-            yield from _items_of_jsonl(name, itertools.chain((first,), _lines(text)))
-            return
+    if stripped.startswith("{") and _opens_jsonl(stripped):
+        yield from _items_of_jsonl(name, itertools.chain((first,), _lines(text)))
+        return
     yield from _items_of_stream(name, _Chain(io.StringIO(first), text))
 
 
