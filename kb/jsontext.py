@@ -53,6 +53,22 @@ def dumps(value: Any) -> bytes:
 
 ENCODE_ERRORS: Final = (ValueError, TypeError, msgspec.MsgspecError)  # UnicodeEncodeError too
 
+_encode_string: Final = json.encoder.encode_basestring_ascii
+
+
+def std_dumps(value: Any) -> str:
+    """json.dumps(value), character for character; a list of strings (the records' list
+    columns, a pattern's placeholder names and keys) is joined directly, at a third of the
+    cost of the general encoder."""
+    if type(value) is list:
+        try:
+            return "[" + ", ".join(map(_encode_string, value)) + "]"
+        except TypeError:  # an item that is not a string
+            return json.dumps(value)
+    if type(value) is dict and not value:
+        return "{}"
+    return json.dumps(value)
+
 
 def spelt_exactly(value: Any) -> bool:
     """Whether `dumps` spells the value one to one: no float that is not finite and no key

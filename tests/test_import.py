@@ -613,9 +613,9 @@ def schema_of_file(db_path: Path) -> list[tuple[str, str, str]]:
     ],
 )
 def test_stored_json_is_exactly_what_json_dumps_writes(value: Any) -> None:
-    from kb.ingest.writers import _to_json
+    from kb.jsontext import std_dumps
 
-    assert _to_json(value) == json.dumps(value)
+    assert std_dumps(value) == json.dumps(value)
 
 
 def test_a_first_load_with_a_repeated_id_finds_the_repeat_in_any_batch(

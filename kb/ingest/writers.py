@@ -10,7 +10,6 @@ Core for any other database, readable on its own.
 from __future__ import annotations
 
 import contextlib
-import json
 import operator
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
@@ -19,6 +18,7 @@ from sqlalchemy import JSON, bindparam, delete, func, insert, select, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import OperationalError
 
+from kb.jsontext import std_dumps
 from kb.models import FTS_COLUMNS, RECORD_TAGS, RECORDS
 from kb.records import KEY_TO_COLUMN, Record
 
@@ -358,7 +358,7 @@ def _encoded(rows: list[dict[str, Any]], names: list[str]) -> list[tuple[Any, ..
     for row in rows:
         values = list(values_of(row))
         for i in encoded:
-            values[i] = _to_json(values[i])
+            values[i] = std_dumps(values[i])
         out.append(tuple(values))
     return out
 
@@ -380,22 +380,6 @@ def _bulk_insert(conn: Connection, rows: list[dict[str, Any]]) -> None:
     table = RECORDS.name
     sql = f"INSERT INTO {table} ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})"
     conn.exec_driver_sql(sql, params)
-
-
-_encode_string: Final = json.encoder.encode_basestring_ascii
-
-
-def _to_json(value: Any) -> str:
-    """json.dumps(value), character for character; a list of strings (the list columns) is
-    joined directly, at a third of the cost of the general encoder."""
-    if type(value) is list:
-        try:
-            return "[" + ", ".join(map(_encode_string, value)) + "]"
-        except TypeError:  # an item that is not a string
-            return json.dumps(value)
-    if type(value) is dict and not value:
-        return "{}"
-    return json.dumps(value)
 
 
 _FTS_COLUMNS: Final = ", ".join(FTS_COLUMNS)

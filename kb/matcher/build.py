@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Final
 import hyperscan
 
 from kb import logline
+from kb.jsontext import std_dumps
 from kb.matcher.anchors import BUCKET_KEYS, anchor_of, bitmap_of
 from kb.matcher.cache import (
     CACHE_FILE,
@@ -410,7 +411,9 @@ class _RowWriter:
         for rec_idx, src, prep, ident in chunk:
             if ident is not None and prep.regex is not None:
                 p_idx = known.get(ident)
-                if p_idx is None:
+                if p_idx is not None:
+                    prec_rows.append((p_idx, rec_idx))  # a pattern's later record
+                else:
                     p_idx = known[ident] = self.n_patterns
                     self.n_patterns += 1
                     new_idents.append((ident, p_idx))
@@ -424,10 +427,11 @@ class _RowWriter:
                             prep.literal_chars,
                             prep.key_line,
                             prep.newlines,
-                            json.dumps(prep.placeholder_names),
+                            std_dumps(prep.placeholder_names),
+                            f"[{rec_idx}]",  # its first record; later ones go through prec
                             relax(prep.regex) if guarded else None,
                             int(backtracking_unbounded(prep.regex) if guarded else 0),
-                            json.dumps(prep.keys[1:]),
+                            std_dumps(prep.keys[1:]),
                         )
                     )
                     # A prefix of a required literal is required too: one past Hyperscan's
@@ -442,7 +446,6 @@ class _RowWriter:
                         template = fuzzy_template(src.error_message)
                         if len(template) >= TEMPLATE_MIN_CHARS:
                             fz_rows.append((template, p_idx, len(template)))
-                prec_rows.append((p_idx, rec_idx))
             code = src.error_code
             if code and MIN_CODE_CHARS <= len(code) <= MAX_KEY_CHARS and code not in NOT_CODES:
                 self.codes.setdefault(code, []).append(rec_idx)
@@ -467,7 +470,7 @@ class _RowWriter:
             if src.function:
                 function_rows.append((src.function, rec_idx))
         con.executemany("INSERT INTO pid VALUES (?,?)", new_idents)
-        con.executemany("INSERT INTO patterns VALUES (?,?,?,?,?,?,?,?,'[]',?,?,?)", pattern_rows)
+        con.executemany("INSERT INTO patterns VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", pattern_rows)
         con.executemany("INSERT INTO prec VALUES (?,?)", prec_rows)
         con.executemany("INSERT INTO kp VALUES (?,?,?)", kp_rows)
         con.executemany("INSERT OR IGNORE INTO fz VALUES (?,?,?)", fz_rows)
@@ -515,8 +518,9 @@ class _RowWriter:
         con.executescript(
             """
             CREATE INDEX temp.prec_p ON prec (p, rec);
-            UPDATE patterns SET records =
-                (SELECT json_group_array(rec) FROM prec WHERE prec.p = patterns.idx);
+            UPDATE patterns SET records = rtrim(records, ']') || ',' ||
+                (SELECT group_concat(rec, ',') FROM prec WHERE prec.p = patterns.idx) || ']'
+            WHERE idx IN (SELECT p FROM prec);
             """
         )
         codes = self.codes
