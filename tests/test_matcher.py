@@ -655,7 +655,15 @@ def test_jupyter_traceback_with_context_lines(index: MatcherIndex) -> None:
     assert "frame:pandas/core/frame.py:7891" in match.evidence
 
 
-def test_pytest_long_report_and_its_short_summary_are_one_match(index: MatcherIndex) -> None:
+@pytest.mark.parametrize("threaded", [False, True])
+def test_pytest_long_report_and_its_short_summary_are_one_match(
+    index: MatcherIndex, monkeypatch: pytest.MonkeyPatch, threaded: bool
+) -> None:
+    """The raise-site line ("frame.py:7891: KeyError") is found by `re` in a small block and
+    by Hyperscan in the scanning thread in a big one: the same match and frame either way."""
+    import kb.matcher.prefilter
+
+    monkeypatch.setattr(kb.matcher.prefilter, "THREADED_SCAN_BYTES", 1 if threaded else 1 << 40)
     log = (
         "    def test_index():\n"
         '>       df.set_index("customer_id")\n'
@@ -673,6 +681,26 @@ def test_pytest_long_report_and_its_short_summary_are_one_match(index: MatcherIn
     (match,) = index.match(log).matches
     assert (match.id, match.line, match.other_lines) == ("765d8cebe29fa6d4", 7, [11])
     assert "frame:pandas/core/frame.py:7891" in match.evidence
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"",
+        b"tests/test_x.py:5: \n",
+        b"a.py:1: x b.py:22: y\nno location here\r\nc.py:333: \n",
+        b"x.py: 1: not one\n.py:7:no space\n[loggers.py:123] Engine\n",
+        b"\xff\xfe caf\xc3\xa9 d.py:9: KeyError",  # not UTF-8, no newline at the end
+        b"\n\n\ne.py:10: \n\n" * 3,
+        b"f.py:1: g.py:2: \n",  # two on one line
+    ],
+)
+def test_pytest_locations_are_the_same_lines_from_re_and_hyperscan(data: bytes) -> None:
+    from kb.matcher.prefilter import Prefilter, pytest_locations
+
+    prefilter = Prefilter(None, 0)  # type: ignore[arg-type]  # the reader is not asked
+    assert prefilter.pytest_lines(data) == pytest_locations(data)
+    assert prefilter.pytest_lines(data * 2) == pytest_locations(data * 2)  # compiled once
 
 
 def test_exception_group_sub_tracebacks_are_read(index: MatcherIndex) -> None:

@@ -24,7 +24,7 @@ from kb.matcher.cache import (
     PATTERN,
     TEMPLATE_MIN_CHARS,
 )
-from kb.matcher.prefilter import BlockScan, lines_at
+from kb.matcher.prefilter import BlockScan, pytest_locations
 from kb.matcher.raisesite import raise_site_candidates
 from kb.matcher.rank import rank, settled, to_match
 from kb.matcher.scorer import Candidate
@@ -72,10 +72,8 @@ PHRASE_BELOW: Final = 0.99
 # A near miss reads a line better than the phrase that matched it when this many times as
 # much of its text agrees with the line.
 PHRASE_MARGIN: Final = 2.0
-# pytest prints the raise site as "path.py:466: InvalidVersion": one regex pass over a block's
-# bytes finds them, since ".py:" alone is on every line of some logs ("[loggers.py:123]").
+# pytest's raise-site line ("path.py:466: InvalidVersion"; kb.matcher.prefilter finds them).
 PYTEST_LOC_RE: Final = re.compile(r"\.py:\d+: ")
-PYTEST_LOC_BYTES_RE: Final = re.compile(rb"\.py:\d+: ")
 
 
 class LogScan(ScanState):
@@ -135,8 +133,8 @@ class LogScan(ScanState):
         self._read_keys(keys_by_line, final)
         # pytest prints the raise site as "path.py:466: InvalidVersion"
         for line_index in [
-            *_pytest_locations(carry_data),
-            *(carry + i for i in _pytest_locations(scanned.data)),
+            *pytest_locations(carry_data),
+            *(carry + i for i in scanned.pytest_lines()),
         ]:
             self._note_frame(line_index, "pytest")
         window = self.window
@@ -509,8 +507,3 @@ class LogScan(ScanState):
         self.near_miss_rows = {r for r in self.near_miss_rows if r >= floor}
         self.level_rows = {r for r in self.level_rows if r >= floor}
         self.explained = {r for r in self.explained if r >= floor}
-
-
-def _pytest_locations(data: bytes) -> Iterator[int]:
-    """The lines of pytest's "path.py:466: InvalidVersion" raise-site lines in a block."""
-    return lines_at(data, [m.start() for m in PYTEST_LOC_BYTES_RE.finditer(data)])
