@@ -236,6 +236,53 @@ def test_the_library_rebuilds_a_damaged_cache_and_matches_a_stream_again(db_path
         assert [m.id for m in report.matches] == [SEED_ID]
 
 
+def test_a_cache_folder_whose_name_reads_as_a_uri_query_is_opened(
+    db_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cache is opened by a file: URI: "?", "#", "%" and a space in its folder's name are
+    quoted, not read as a query, a fragment or an escape."""
+    import io
+
+    from kb import KnowledgeBase
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "odd ?mode=rw#x %41 name"))
+    with KnowledgeBase(str(db_path)) as kb:
+        kb.import_sources([str(SEED)])
+        kb.build_matcher()
+        assert "?mode=rw#x %41" in str(cache_file(db_path))
+        kb._index = None  # as a new process would: load the cache from the file
+        report = kb.match(io.BytesIO(SEED_LINE.encode()))
+        assert [m.id for m in report.matches] == [SEED_ID]
+
+
+def test_the_shards_are_read_through_a_map_that_is_gone_after_them(db_path: Path) -> None:
+    """The shards' blobs come through a memory map of the cache file (faster than SQLite's
+    page reads), which is unmapped once they are read, so a long match holds no map."""
+    from kb import KnowledgeBase
+    from kb.matcher.cache import CacheReader, open_current
+    from kb.matcher.prefilter import Prefilter
+
+    with KnowledgeBase(str(db_path)) as kb:
+        kb.import_sources([str(SEED)])
+        kb.build_matcher()
+        revision = kb.revision()
+    opened = open_current(cache_file(db_path).parent, revision, "shard_bytes", "kinds")
+    assert opened is not None
+    con, meta = opened
+    reader = CacheReader(con, json.loads(meta["kinds"]))
+    sizes = []
+    for blob in reader.shards():
+        sizes.append(len(blob))
+        assert con.execute("PRAGMA mmap_size").fetchone()[0] > 0  # mapped while they are read
+    assert sizes and all(sizes)
+    assert con.execute("PRAGMA mmap_size").fetchone()[0] == 0
+    prefilter = Prefilter(reader, int(meta["shard_bytes"]))
+    prefilter.load()
+    assert prefilter.loaded
+    assert con.execute("PRAGMA mmap_size").fetchone()[0] == 0
+    reader.close()
+
+
 def test_a_damaged_cache_beyond_the_replay_limit_is_removed_and_named(
     seeded: Any, db_path: Path, tmp_path: Path
 ) -> None:
