@@ -8,7 +8,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Final
 
-from kb.config import resolve_database_url, sqlite_file
+from kb.config import resolve_database_url, sqlite_file, sqlite_reader_uri
 
 LIMIT: Final = 50  # a shell shows this many at most usefully
 
@@ -34,7 +34,7 @@ def candidates(kind: str, typed: str, db: str | None) -> list[str]:
     if path is None or not path.is_file():
         return []
     try:
-        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=1)
+        con = sqlite3.connect(sqlite_reader_uri(path), uri=True, timeout=1)
         try:
             rows = con.execute(_QUERIES[kind] + f" LIMIT {LIMIT}", {"p": typed}).fetchall()
         finally:

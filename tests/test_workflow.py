@@ -397,6 +397,22 @@ def test_shell_completion_offers_ids_repositories_and_tags_from_the_knowledge_ba
     assert complete(f"{db} show zzz") == []
 
 
+def test_shell_completion_reads_a_knowledge_base_whose_path_reads_as_a_uri_escape(
+    seeded_db: Path, tmp_path: Path
+) -> None:
+    """The file is opened by a quoted file: URI: "#" and "%41" in its folder's name are part of
+    the path, not a fragment or an escape for "A" (which named another file, or none)."""
+    import shutil
+
+    from kb.complete import candidates
+
+    odd = tmp_path / "odd #x %41 name"
+    odd.mkdir()
+    copy = odd / "kb.sqlite3"
+    shutil.copyfile(seeded_db, copy)
+    assert candidates("record", "46a1", str(copy)) == ["46a1fcb95e0d367e"]
+
+
 def seed_slug() -> str:
     from tests.conftest import seed_record
 
