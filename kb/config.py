@@ -14,6 +14,7 @@ import re
 import sys
 from pathlib import Path
 from typing import Final
+from urllib.parse import unquote
 
 # The newest Alembic revision; tests/test_db.py proves it equals the scripts' head.
 HEAD_REVISION: Final = "0005"
@@ -40,7 +41,11 @@ def to_url(value: str | os.PathLike[str]) -> str:
     text = os.fspath(value)
     if "://" in text:
         return text
-    return "sqlite:///" + str(Path(text).expanduser().resolve())
+    path = str(Path(text).expanduser().resolve())
+    # Escaped: a URL reads "?" as the start of its options, "#" as a fragment and "%41" as
+    # "A", so a path holding them named another file (`kb --db "/tmp/q ?b/kb.db"` wrote the
+    # database to "/tmp/q "). SQLAlchemy and sqlite_file() unescape them.
+    return "sqlite:///" + path.replace("%", "%25").replace("?", "%3F").replace("#", "%23")
 
 
 def resolve_database_url(option: str | None = None) -> str:
@@ -58,7 +63,7 @@ def sqlite_file(url: str) -> Path | None:
     prefix = "sqlite:///"
     if not url.startswith(prefix) or "?" in url:
         return None
-    path = url[len(prefix) :]
+    path = unquote(url[len(prefix) :])
     return None if not path or path == ":memory:" else Path(path)
 
 

@@ -127,6 +127,28 @@ def test_database_url_resolution_order(monkeypatch: pytest.MonkeyPatch, tmp_path
     assert resolve_database_url(None) == "postgresql+psycopg://u@h/kb"
 
 
+def test_a_database_path_with_url_characters_is_the_file_used(tmp_path: Path) -> None:
+    """A "?", "#" and "%41" in a --db path are part of the path: the records go into that very
+    file (not "/tmp/q " before the "?", nor a folder with "A" for "%41"), and a match reads
+    them back from it."""
+    import io
+
+    from kb import KnowledgeBase
+    from kb.config import sqlite_file
+    from tests.conftest import SEED
+
+    folder = tmp_path / "q ?b #c %41"
+    folder.mkdir()
+    path = folder / "kb.sqlite3"
+    assert sqlite_file(resolve_database_url(str(path))) == path
+    with KnowledgeBase(str(path)) as kb:
+        assert kb.import_sources([str(SEED)]).inserted == 1
+        line = b"ValueError: Unknown KV cache group kind 'ful_attention' in backend_per_kind."
+        assert [m.id for m in kb.match(io.BytesIO(line)).matches] == ["46a1fcb95e0d367e"]
+    assert path.is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["q ?b #c %41"]
+
+
 def test_database_at_an_older_revision_is_refused_until_upgraded(
     invoke: Any, db_path: Path
 ) -> None:
