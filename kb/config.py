@@ -73,15 +73,16 @@ def sqlite_read_only(path: Path) -> bool:
     return path.is_file() and not (os.access(path, os.W_OK) and os.access(path.parent, os.W_OK))
 
 
-def sqlite_reader_uri(path: Path) -> str:
-    """The URI to read a SQLite file with: read-only, and immutable where no writer can be at
-    work (its folder cannot take the -wal and -shm files a writer needs, and none is there),
-    without which SQLite cannot open a WAL database in a read-only folder at all."""
+def sqlite_reader_uri(path: Path, *, immutable: bool = False) -> str:
+    """The URI to read a SQLite file with: read-only, and immutable when the caller knows the
+    file never changes (`immutable`) or where no writer can be at work (its folder cannot take
+    the -wal and -shm files a writer needs, and none is there), without which SQLite cannot
+    open a WAL database in a read-only folder at all."""
     from urllib.parse import quote
 
     uri = f"file:{quote(str(path))}?mode=ro"
     wal = path.with_name(path.name + "-wal")
-    if not os.access(path.parent, os.W_OK) and not wal.exists():
+    if immutable or (not os.access(path.parent, os.W_OK) and not wal.exists()):
         uri += "&immutable=1"
     return uri
 

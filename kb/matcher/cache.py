@@ -35,8 +35,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Concatenate, Final, ParamSpec, TypeVar
-from urllib.parse import quote
 
+from kb.config import sqlite_reader_uri
 from kb.errors import DatabaseError
 from kb.logline import Frame
 from kb.matcher.templates import (
@@ -169,7 +169,7 @@ def open_current(
     wanted = ("format", "revision", *keys)
     try:
         con = sqlite3.connect(
-            f"file:{quote(str(path))}?mode=ro&immutable=1", uri=True, check_same_thread=False
+            sqlite_reader_uri(path, immutable=True), uri=True, check_same_thread=False
         )
     except sqlite3.Error:
         return None

@@ -24,7 +24,7 @@ from kb.matcher.cache import (
     PATTERN,
     TEMPLATE_MIN_CHARS,
 )
-from kb.matcher.prefilter import BlockScan, pytest_locations
+from kb.matcher.prefilter import PYTEST_LOC, BlockScan, pytest_locations
 from kb.matcher.raisesite import raise_site_candidates
 from kb.matcher.rank import rank, settled, to_match
 from kb.matcher.scorer import Candidate
@@ -73,7 +73,7 @@ PHRASE_BELOW: Final = 0.99
 # much of its text agrees with the line.
 PHRASE_MARGIN: Final = 2.0
 # pytest's raise-site line ("path.py:466: InvalidVersion"; kb.matcher.prefilter finds them).
-PYTEST_LOC_RE: Final = re.compile(r"\.py:\d+: ")
+PYTEST_LOC_RE: Final = re.compile(PYTEST_LOC.decode("ascii"))
 
 
 class LogScan(ScanState):
