@@ -22,8 +22,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-import hyperscan
-
 from kb import logline
 from kb.jsontext import std_dumps
 from kb.matcher.anchors import BUCKET_KEYS, anchor_of, bitmap_of
@@ -39,6 +37,7 @@ from kb.matcher.cache import (
     normalize_template,
     words_of,
 )
+from kb.matcher.keydb import compiled
 from kb.matcher.templates import ROW_ITEMS, TEMPLATE_SEPARATOR, ints_blob
 from kb.pacing import FEWER_COLLECTIONS
 from kb.patterns import (
@@ -63,13 +62,15 @@ BUILD_CHUNK = 2_000
 # long (the longest key of the 69,652-record corpus is 597 characters) already
 # says all a key can. Four bytes a character at most, well under the limit.
 MAX_KEY_CHARS: Final = 2000
-# Keys per Hyperscan database. Compiling takes about 2.2 KB a key (measured: 100k keys 215 MB,
-# 250k keys 537 MB, the 1M-record corpus's 669k keys 1.5 GB); shards of this size keep
-# `kb import` (the import, then this build, in one process) under 300 MB at a million records
-# (64k: 301 MB), and each further shard costs one more pass over a log (about 25 ms on a 22 MB
-# log when first measured; 24 ms over 8 MB on the slower machine of 2026-12-01), so shards are
-# as few and as even as this allows.
-SHARD_KEYS = 56_000
+# Keys per Hyperscan database. Each database is a pass over the log, and a larger one costs
+# little more than a smaller (big.log, 21.9 MB, at 1M records: 56k keys 16.7 ms, 111k keys
+# 22.2 ms, 223k keys 31.2 ms a pass), so shards are as few as memory allows. Compiling holds
+# about 2.3 KB a key at its peak (100k keys 262 MB, 110k keys 284 MB in a fresh process), paid
+# by a worker process of its own (kb.matcher.keydb), so this keeps every process of `kb import`
+# under 300 MB. At 1M records (669k keys) 7 shards, not 12 of 56k: a pass over big.log 146 ms
+# against 206, the cold `kb match` of it 0.508 s against 0.536 (15 pairs); at 150,000 records
+# (104k keys) one shard, not two: 31 ms against 49-64, cold 0.327 s against 0.351 (2026-12-04).
+SHARD_KEYS = 110_000
 # Shards are cut from the keys in order of length, so that each holds keys of like length: at
 # 1M records (669k keys in 12 shards) one pass of the 12 over 8 MB of big.log took 184.8 ms
 # against 293.6 ms with the keys in the order they were first seen, and the databases took
@@ -569,22 +570,7 @@ def _write_lookup(con: sqlite3.Connection) -> None:
         [a for (a,) in con.execute("SELECT DISTINCT anchor FROM keys WHERE anchor IS NOT NULL")]
     )
     rows = con.execute("SELECT idx, key FROM keys WHERE anchor IS NULL").fetchall()
-    con.execute("INSERT INTO lookup VALUES (?, ?)", (bits, _compiled(rows) if rows else None))
-
-
-def _compiled(keys: list[tuple[int, str]]) -> bytes:
-    """A serialised Hyperscan database of literal keys (id, key)."""
-    db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
-    expressions = [key.encode("utf-8") for _, key in keys]
-    db.compile(
-        expressions=expressions,
-        ids=[key_id for key_id, _ in keys],
-        elements=len(expressions),
-        flags=[0] * len(expressions),
-        literal=True,
-    )
-    del expressions
-    return bytes(hyperscan.dumpb(db))
+    con.execute("INSERT INTO lookup VALUES (?, ?)", (bits, compiled(rows) if rows else None))
 
 
 class _ShardWriter:
@@ -610,7 +596,7 @@ class _ShardWriter:
         if not self.rows:
             return
         self.con.executemany("INSERT INTO keys VALUES (?,?,?,?)", self.rows)
-        blob = _compiled([(key_id, key) for key_id, key, *_ in self.rows])
+        blob = compiled([(key_id, key) for key_id, key, *_ in self.rows])
         self.rows.clear()
         self.con.execute("INSERT INTO shards VALUES (?, ?)", (self.shards, blob))
         self.shards += 1

@@ -1,0 +1,82 @@
+"""The prefilter's key databases, compiled in a worker process (kb.matcher.keydb)."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import hyperscan
+import pytest
+
+from kb.matcher import keydb
+
+KEYS = [(0, "Connection refused"), (7, "No module named"), (9, 'File "'), (12, "naïve key")]
+TEXT = 'x File "a.py"\nConnectionError: Connection refused\nNo module named naïve key'.encode()
+
+
+def _found(blob: bytes) -> list[tuple[int, int]]:
+    db: Any = hyperscan.loadb(blob, hyperscan.HS_MODE_BLOCK)
+    db.scratch = hyperscan.Scratch(db)
+    out: list[tuple[int, int]] = []
+    db.scan(TEXT, match_event_handler=lambda key, _f, to, _fl, _c: out.append((key, to)))
+    return sorted(out)
+
+
+def _refuse_here(*_args: Any) -> bytes:
+    raise AssertionError("compiled in this process, not in the worker")
+
+
+def test_key_database_is_compiled_by_the_worker_and_finds_every_key(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The worker runs keydb.py by its path in a new interpreter: this process's own compile
+    made to fail shows that it was never called, and the database the worker sent back is the
+    one this process would have made, byte for byte."""
+    here = keydb.compile_literals([k for k, _ in KEYS], [t.encode() for _, t in KEYS])
+    monkeypatch.setattr(keydb, "IN_PROCESS_KEYS", 0)
+    monkeypatch.setattr(keydb, "compile_literals", _refuse_here)
+    blob = keydb.compiled(KEYS)
+    assert blob == here
+    ends = {key: to for key, to in _found(blob)}
+    assert set(ends) == {0, 7, 9, 12}
+    assert TEXT[: ends[12]].endswith("naïve key".encode())
+
+
+def test_keys_the_worker_refuses_raise_hyperscan_error_with_its_reason(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(keydb, "IN_PROCESS_KEYS", 0)
+    monkeypatch.setattr(keydb, "compile_literals", _refuse_here)
+    with pytest.raises(hyperscan.error, match="empty string"):
+        keydb.compiled([(0, "fine"), (1, "")])
+
+
+@pytest.mark.parametrize("executable", ["/nonexistent/python", "/bin/false", ""])
+def test_keys_are_compiled_here_when_no_worker_can_run(
+    monkeypatch: pytest.MonkeyPatch, executable: str
+) -> None:
+    """No interpreter to start, or one that fails without a word (as a worker killed for
+    memory does): the keys are compiled in this process, and the database is the same."""
+    monkeypatch.setattr(keydb, "IN_PROCESS_KEYS", 0)
+    monkeypatch.setattr(sys, "executable", executable)
+    calls: list[int] = []
+    compile_here = keydb.compile_literals
+
+    def counted(ids: list[int], expressions: list[bytes]) -> bytes:
+        calls.append(len(ids))
+        return compile_here(ids, expressions)
+
+    monkeypatch.setattr(keydb, "compile_literals", counted)
+    blob = keydb.compiled(KEYS)
+    assert calls == [len(KEYS)]
+    assert blob == compile_here([k for k, _ in KEYS], [t.encode() for _, t in KEYS])
+
+
+def test_few_keys_never_start_a_worker(monkeypatch: pytest.MonkeyPatch) -> None:
+    import subprocess
+
+    def no_worker(*_args: Any, **_kwargs: Any) -> Any:
+        raise AssertionError("a worker was started for a handful of keys")
+
+    monkeypatch.setattr(subprocess, "run", no_worker)
+    assert {key for key, _ in _found(keydb.compiled(KEYS))} == {0, 7, 9, 12}
