@@ -329,18 +329,21 @@ def _unwrap(block: LineBlock, width: int) -> LineBlock:
 
 
 def blocks(
-    source: IO[bytes] | IO[str] | bytes | str, block_bytes: int | None = None
+    source: IO[bytes] | IO[str] | bytes | str,
+    block_bytes: int | None = None,
+    first_line: int = 1,
 ) -> Iterator[LineBlock]:
     """Stream a log as blocks of logical lines, cutting only at line ends (blocks of about
     BLOCK_BYTES by default). Bytes are UTF-8 (bad bytes replaced) unless a UTF-16 byte-order
-    mark says otherwise (PowerShell's `>`)."""
+    mark says otherwise (PowerShell's `>`). `first_line` is the number of the source's first
+    line (a part of a log that starts further down, kb.matcher.split)."""
     block_bytes = block_bytes or BLOCK_BYTES
     if isinstance(source, bytes):
         if source.startswith(UTF16_BOMS):
             source = source.decode("utf-16", "replace")
-        yield from _blocks_of(_pieces(source, block_bytes), block_bytes)
+        yield from _blocks_of(_pieces(source, block_bytes), block_bytes, first_line)
     elif isinstance(source, str):
-        yield from _blocks_of(_pieces(source, block_bytes), block_bytes)
+        yield from _blocks_of(_pieces(source, block_bytes), block_bytes, first_line)
     else:
         first = source.read(block_bytes)
         if isinstance(first, bytes) and first.startswith(UTF16_BOMS):
@@ -355,7 +358,7 @@ def blocks(
         else:
             rest: Iterator[str | bytes] = iter(lambda: source.read(block_bytes), source.read(0))
             chunks = itertools.chain([first], rest)
-        yield from _blocks_of(chunks, block_bytes)
+        yield from _blocks_of(chunks, block_bytes, first_line)
 
 
 def _until_short(
@@ -383,8 +386,9 @@ def _pieces(data: str | bytes, size: int) -> Iterator[str | bytes]:
         yield data[start : start + size]
 
 
-def _blocks_of(chunks: Iterable[str | bytes], block_bytes: int) -> Iterator[LineBlock]:
-    base = 1
+def _blocks_of(
+    chunks: Iterable[str | bytes], block_bytes: int, base: int = 1
+) -> Iterator[LineBlock]:
     pending_b = b""
     pending_s = ""
     for chunk in chunks:

@@ -409,3 +409,29 @@ def test_a_slow_step_is_announced_on_a_terminal_only_once_it_takes_a_moment(
     time.sleep(SlowNotice.NOTICE_AFTER_S + 0.2)
     slow_one("Fetched in 0.5 s.")
     assert capsys.readouterr().err == "Fetching ...\nFetched in 0.5 s.\n"
+
+
+@pytest.mark.skipif(
+    not sys.platform.startswith("linux") or len(os.sched_getaffinity(0)) < 2,
+    reason="a log is matched in two parts only on Linux with two processors or more",
+)
+def test_a_big_log_file_is_matched_in_two_parts_with_the_answers_of_one_pass(
+    seeded: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`kb match FILE` may match a big file in two parts at once (kb.matcher.split; 16 MB and
+    more, lowered here): the same errors, lines and repeats as one pass over the same text
+    read from stdin (never split), and the stats say so."""
+    from kb.matcher import split
+
+    monkeypatch.setattr(split, "SPLIT_MIN_BYTES", 0)
+    chatter = "".join(f"2026-11-29T10:00:{n % 60:02d}Z INFO tick {n}\n" for n in range(700))
+    text = (chatter + LOG) * 6 + CLEAN
+    log = tmp_path / "big.log"
+    log.write_text(text)
+    two = json.loads(seeded("match", "--json", str(log)).stdout)
+    one = json.loads(seeded("match", "--json", input=text).stdout)
+    assert two["stats"]["parts"] == 2 and "parts" not in one["stats"]
+    assert two["stats"]["lines"] == one["stats"]["lines"] == text.count("\n")
+    assert two["matches"] == one["matches"] and two["unmatched"] == one["unmatched"]
+    (found,) = two["matches"]
+    assert found["occurrences"] == 6 and len(found["other_lines"]) == 5

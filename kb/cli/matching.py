@@ -188,7 +188,10 @@ def _matched(
     limit = timeout or None  # 0: no limit
     replayable = Replayable.wrap(log)
     try:
-        report = index.match(replayable.stream(), top=top, min_score=threshold, timeout=limit)
+        # a one-shot process: a big log file may be matched in two parts at once (a fork)
+        report = index.match(
+            replayable.stream(), top=top, min_score=threshold, timeout=limit, split=True
+        )
     except CacheDamaged as exc:
         from kb.render import safe
 

@@ -2,6 +2,7 @@
 
   cache       the cache file: its format, opening it for a revision, reading its rows
   build       writing the cache: patterns prepared, the prefilter compiled (once per revision)
+  keydb       a prefilter database compiled in a worker process (its memory given back at once)
   prefilter   every pattern's keys found in one Hyperscan pass over a block of the log
   anchors     a short text's keys found by its words instead (no databases loaded)
   scan        one match call: the loop over blocks and the state it keeps
@@ -13,6 +14,7 @@
   nearmiss    a line no pattern explains as a query, its traceback's records, scored
   unexplained the error-looking lines no record explains (imported only when there is one)
   index       MatcherIndex: a loaded cache, and match()
+  split       a big log file matched in two parts at once, the second in a forked child
 
 The build is imported only by what builds (its names here load it when first used), so a
 cold `kb match` never pays for kb.patterns or the Hyperscan compiler.

@@ -310,6 +310,28 @@ class CacheReader:
             self._blob = None
         self._con.close()
 
+    def reopened(self) -> bool:
+        """Read through a connection of its own to the same file from now on (a forked
+        process: SQLite may seek the file descriptor it would share with its parent); False,
+        and nothing changed, when the file is gone or another has taken its name since."""
+        if self._path is None or self._identity is None:
+            return False
+        try:
+            con = sqlite3.connect(
+                sqlite_reader_uri(self._path, immutable=True), uri=True, check_same_thread=False
+            )
+            con.execute("SELECT 1 FROM meta LIMIT 1").fetchall()
+        except sqlite3.Error:
+            return False
+        # Opened first, then checked: a cache is only ever replaced by a new file, so the same
+        # identity now means the connection has the file this reader opened.
+        if file_identity(self._path) != self._identity:
+            con.close()
+            return False
+        self._con = con  # the one this process was given is its parent's to close
+        self._blob = None
+        return True
+
     def damaged(self, exc: BaseException) -> CacheDamaged:
         """The error for a damaged file, which is removed first (unless another process has
         put a new cache in its place since it was opened)."""

@@ -6,6 +6,7 @@ import json
 import os
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
@@ -55,43 +56,72 @@ class MatcherIndex:
         min_score: float | None = None,
         scoring: ScoringConfig = DEFAULT_SCORING,
         timeout: float | None = None,
+        split: bool = False,
     ) -> MatchReport:
         """Every known error in `text` (a string, bytes, a binary/text stream or a path; streams
         and paths are read block by block). `top` records per error: the best plus top - 1
         alternatives; reported from `min_score` (default: the scoring's). After `timeout`
         seconds (None: no limit) the log is read no further: what was found so far is
-        reported, with `stats["stopped"] = "timeout"`."""
+        reported, with `stats["stopped"] = "timeout"`. `split`: a big log file may be matched
+        in two parts at once, the second in a forked process (kb.matcher.split; a one-shot
+        process such as `kb match` asks for it, a library caller need not expect a fork)."""
         if min_score is not None and not 0 <= min_score <= 1:  # also refuses NaN
             raise ValueError(f"min_score must be a number from 0 to 1, got {min_score!r}")
         started = time.perf_counter()
-        scan = LogScan(
-            reader=self._reader,
-            prefilter=self._prefilter,
-            verifier=self._verifier,
-            scorer=Scorer(self._reader, scoring),
-            near_misses=self._near_miss_search,
-            top=top,
-            min_score=scoring.min_score if min_score is None else min_score,
-            deadline=None if timeout is None else time.monotonic() + timeout,
-        )
+        deadline = None if timeout is None else time.monotonic() + timeout
+
+        def new_scan() -> LogScan:
+            return LogScan(
+                reader=self._reader,
+                prefilter=self._prefilter,
+                verifier=self._verifier,
+                scorer=Scorer(self._reader, scoring),
+                near_misses=self._near_miss_search,
+                top=top,
+                min_score=scoring.min_score if min_score is None else min_score,
+                deadline=deadline,
+            )
+
         with self._lock:
             if isinstance(text, os.PathLike):
                 with open(text, "rb") as fh:
-                    scan.run(logtext.blocks(fh))
+                    scan = self._scan(fh, new_scan, split)
             else:
-                scan.run(logtext.blocks(text))
+                scan = self._scan(text, new_scan, split)
         matches = sorted(scan.matches.found, key=lambda m: (-m.score, m.line))
         stats: dict[str, Any] = {
-            "lines": scan.lines_total,
+            "lines": scan.lines_total if scan.owned is None else scan.owned_total,
             "records": self.records,
             "candidates": scan.trials.candidates,
             "verified": scan.trials.verified,
             "fuzzy_queries": scan.near_miss_queries,
             "elapsed_ms": round((time.perf_counter() - started) * 1000, 1),
         }
+        if scan.owned is not None:
+            stats["parts"] = 2  # matched in two parts at once (kb.matcher.split)
         if scan.stopped is not None:
             stats["stopped"] = scan.stopped
         return MatchReport(matches, stats, scan.unmatched)
+
+    def _scan(
+        self,
+        text: str | bytes | IO[bytes] | IO[str],
+        new_scan: Callable[[], LogScan],
+        split: bool,
+    ) -> LogScan:
+        """One scan of the whole log, or two parts at once when `split` and the log allow."""
+        if split:
+            from kb.matcher import split as halves
+
+            found = halves.plan(text)
+            if found is not None:
+                self._prefilter.load()  # before the fork: the child has the databases too
+                both = halves.run(found, new_scan)
+                if both is not None:
+                    return both
+        scan = new_scan()
+        scan.run(logtext.blocks(text))
+        return scan
 
     def _near_miss_search(self) -> NearMissSearch:
         """The near-miss search, loaded when a log first needs it (most never do)."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 import bisect
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 from kb.logline import strip_prefix
@@ -247,8 +247,11 @@ class Matches:
     Repeats are found by hashing, never by comparing with every earlier match: one record
     matched with different values on each of 8,000 lines once took 53 s, pair by pair."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, log: bool = False) -> None:
         self.found: list[Match] = []
+        # every match as it was added, before folding (`log`): a part of a log matched apart
+        # (kb.matcher.split) is folded again with the other part's
+        self.log: list[Match] | None = [] if log else None
         self._by_values: dict[tuple[str, tuple[str, ...]], Match] = {}
         self._by_line: dict[tuple[str, int], Match] = {}
         self._lines: dict[str, list[int]] = {}  # each record's matched lines, sorted
@@ -265,6 +268,8 @@ class Matches:
         return i < len(lines) and lines[i] <= line + distance
 
     def add(self, match: Match) -> None:
+        if self.log is not None:
+            self.log.append(replace(match, other_lines=[]))  # as it is now, folds aside
         key = (match.id, tuple(match.captures))
         seen = (
             self._by_values.get(key)

@@ -10,6 +10,7 @@ in memory (kb.matcher.window).
 
 from __future__ import annotations
 
+import bisect
 import re
 import time
 from collections.abc import Iterator
@@ -76,6 +77,14 @@ PHRASE_MARGIN: Final = 2.0
 PYTEST_LOC_RE: Final = re.compile(PYTEST_LOC.decode("ascii"))
 
 
+def owned_lines(block: LineBlock, first: int, end: int) -> int:
+    """How many of the block's logical lines start on a line from `first` to `end` (not
+    included) of the log: line numbers only grow along a block."""
+    if block.first is None:
+        return max(0, min(block.base + len(block.lines), end) - max(block.base, first))
+    return bisect.bisect_left(block.first, end) - bisect.bisect_left(block.first, first)
+
+
 class LogScan(ScanState):
     """One match call's work on a stream of blocks, on the state it keeps (ScanState)."""
 
@@ -121,6 +130,8 @@ class LogScan(ScanState):
         kept = self.window.advance(scanned.block)
         carry = len(kept)
         self.lines_total += len(scanned.block.lines)
+        if self.owned is not None:
+            self.owned_total += owned_lines(scanned.block, *self.owned)
         # The carried lines are scanned again: what waited for the lines after them (a message
         # running on into this block) is tried now. Keys never span a newline, so scanning
         # them apart from the block finds what scanning both together would.

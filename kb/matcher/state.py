@@ -22,6 +22,7 @@ from kb.matcher.window import Window
 
 if TYPE_CHECKING:
     from kb.matcher.fuzzy import NearMiss, NearMissSearch
+    from kb.matcher.unexplained import Seen
 
 
 class ScanState:
@@ -73,6 +74,12 @@ class ScanState:
         self.aligned_best = 0.0  # ... and how well the best of them lines up
         self.near_miss_found: dict[tuple[str, bool, tuple[int, ...]], list[NearMiss]] = {}
         self.matches = Matches()
+        # every unexplained line as found, when this scan is one part of a log (kb.matcher.split)
+        self.unmatched_log: list[Seen] | None = None
         # figures for the report (and self.trials's)
         self.lines_total = 0
         self.near_miss_queries = 0
+        # the log's lines this scan reports on, from (inclusive) and to (exclusive), when it is
+        # one part of a log, and how many of the lines read are theirs
+        self.owned: tuple[int, int] | None = None
+        self.owned_total = 0

@@ -9,12 +9,13 @@ known message. Identical ones are one entry. Imported only when a log has such a
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Final
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Final, NamedTuple
 
 from kb.logline import strip_prefix
 from kb.matcher.cache import normalize_template, words_of
 from kb.matcher.nearmiss import continuation
-from kb.matcher.rank import MAX_SUGGESTED, Unmatched
+from kb.matcher.rank import MAX_SUGGESTED, Match, Unmatched
 from kb.matcher.tracebacks import Traceback
 from kb.text import clip
 
@@ -128,25 +129,45 @@ def collect(scan: ScanState, bound: int, final: bool, tracebacks: list[Traceback
     for row, named_class, message, frame in sorted(found, key=lambda f: f[0]):
         if repeats_a_match(scan, message):
             continue  # a matched error again, cut short (pytest's short summary)
-        key = (named_class, normalize_template(message) or message)
-        seen = scan.unmatched_by_key.get(key)
-        if seen is not None:
-            seen.occurrences += 1
-            continue
-        if len(scan.unmatched) >= MAX_UNMATCHED:
-            continue
         line_index = row - window.first_row
-        text = strip_prefix(window.lines[line_index]).strip()
-        entry = Unmatched(
-            line=window.line_nos[line_index],
-            text=clip(text, UNMATCHED_TEXT_CHARS),
-            error_class=named_class,
-            frame=frame,
-            message=message,
-            words=rarest_words(scan, message) if len(scan.unmatched) < MAX_SUGGESTED else (),
-        )
-        scan.unmatched_by_key[key] = entry
-        scan.unmatched.append(entry)
+        seen = Seen(window.line_nos[line_index], named_class, message, frame, "")
+        if scan.unmatched_log is not None:  # every line, for a merge (kb.matcher.split)
+            seen = seen._replace(text=strip_prefix(window.lines[line_index]).strip())
+            scan.unmatched_log.append(seen)
+        note(scan, seen, window.lines[line_index])
+
+
+class Seen(NamedTuple):
+    """One unexplained line as found: its line, the class it names, its message, the library
+    frame of its traceback, and its text ("" until wanted)."""
+
+    line: int
+    named_class: str | None
+    message: str
+    frame: str | None
+    text: str
+
+
+def note(scan: ScanState, seen: Seen, line: str = "") -> None:
+    """An unexplained line into scan.unmatched, an identical one's occurrences counted (its
+    class and its message as a template); `line` is the log's line, when seen has no text."""
+    key = (seen.named_class, normalize_template(seen.message) or seen.message)
+    entry = scan.unmatched_by_key.get(key)
+    if entry is not None:
+        entry.occurrences += 1
+        return
+    if len(scan.unmatched) >= MAX_UNMATCHED:
+        return
+    entry = Unmatched(
+        line=seen.line,
+        text=clip(seen.text or strip_prefix(line).strip(), UNMATCHED_TEXT_CHARS),
+        error_class=seen.named_class,
+        frame=seen.frame,
+        message=seen.message,
+        words=rarest_words(scan, seen.message) if len(scan.unmatched) < MAX_SUGGESTED else (),
+    )
+    scan.unmatched_by_key[key] = entry
+    scan.unmatched.append(entry)
 
 
 def rarest_words(scan: ScanState, message: str) -> tuple[str, ...]:
@@ -163,9 +184,14 @@ def rarest_words(scan: ScanState, message: str) -> tuple[str, ...]:
 
 def repeats_a_match(scan: ScanState, message: str) -> bool:
     """Whether a message cut short ("The node ...") is the start of a matched one."""
+    return repeats(message, scan.matches.found)
+
+
+def repeats(message: str, found: Sequence[Match]) -> bool:
+    """Whether a message cut short is the start of the text of one of the matches `found`."""
     cut = ELLIPSIS_RE.search(message)
     stem = message[: cut.start()].strip() if cut else ""
-    return len(stem) >= SHORT_STEM_CHARS and any(stem in m.text for m in scan.matches.found)
+    return len(stem) >= SHORT_STEM_CHARS and any(stem in m.text for m in found)
 
 
 def starts_with_class(scan: ScanState, row: int, error: tuple[str, str] | None) -> bool:

@@ -1,0 +1,225 @@
+"""A big log file matched in two parts at once (kb.matcher.split): the same report as one pass."""
+
+from __future__ import annotations
+
+import io
+import os
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kb.matcher import MatcherIndex, build_index, sources_from_records, split
+from kb.matcher.cache import CacheReader
+from kb.matcher.scan import LogScan
+from tests.test_matcher import EXTRA, FIXTURES, NOISE, fixture_records
+
+pytestmark = pytest.mark.skipif(
+    not sys.platform.startswith("linux") or len(os.sched_getaffinity(0)) < 2,
+    reason="kb.matcher.split forks only on Linux with two processors or more",
+)
+
+UNKNOWN = "2026-03-14T08:00:03.000Z ERROR [worker] job 77 failed: quota of widgets exceeded\n"
+
+
+@pytest.fixture(scope="module")
+def index(tmp_path_factory: pytest.TempPathFactory) -> MatcherIndex:
+    cache = tmp_path_factory.mktemp("cache")
+    return build_index(sources_from_records(fixture_records() + EXTRA), cache, "split-rev")
+
+
+def big_log(path: Path, lead: int) -> Path:
+    """paste.log's errors (a traceback, an axios error, a Go panic...) again and again among
+    chatter, with `lead` lines of chatter first so that the middle falls elsewhere; an error no
+    record explains, repeated, so unexplained lines fold across the cut too."""
+    paste = (FIXTURES / "paste.log").read_text(encoding="utf-8")
+    parts = [NOISE * (lead // 4)]
+    for n in range(24):
+        parts.append(paste)
+        parts.append(NOISE * (40 + n))
+        parts.append(UNKNOWN)
+    path.write_text("".join(parts), encoding="utf-8")
+    return path
+
+
+FILLER = "2026-03-14T08:00:00.000Z INFO  [tick] ok\n"
+
+
+def cut_inside(path: Path, paste_line: int) -> tuple[Path, int]:
+    """paste.log once among chatter, with more chatter in front so that the cut falls exactly
+    before its line `paste_line`: inside a traceback, or between its frames and its message.
+    Each error occurs once, so its one reading is what the report shows. Returns the log and
+    the cut's line number."""
+    paste = (FIXTURES / "paste.log").read_bytes()
+    body = (NOISE * 400).encode() + paste + (NOISE * 1200 + UNKNOWN * 3).encode()
+    start = body.index(paste)
+    target = start + sum(len(line) for line in paste.splitlines(keepends=True)[: paste_line - 1])
+    # X bytes of chatter in front move the text by X and the middle by X / 2: the middle then
+    # falls on the newline that ends the line above the target, and the cut right after it
+    lead = len(body) - 2 * target + 2
+    assert lead > 2 * len(FILLER)
+    fillers, extra = divmod(lead, len(FILLER))
+    padded = FILLER[:-1] + "x" * extra + "\n"
+    path.write_bytes((FILLER * (fillers - 1) + padded).encode() + body)
+    return path, fillers + body[:target].count(b"\n") + 1
+
+
+def report_of(index: MatcherIndex, log: Path, *, split_it: bool) -> dict[str, Any]:
+    report = index.match(log, split=split_it)
+    stats = dict(report.stats)
+    for figure in ("elapsed_ms", "candidates", "verified"):
+        stats.pop(figure)  # timing, and the work done around the cut twice
+    return {
+        "matches": [m.to_dict() for m in report.matches],
+        "unmatched": [u.to_dict() for u in report.unmatched],
+        "stats": stats,
+    }
+
+
+@pytest.fixture
+def small_split(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(split, "SPLIT_MIN_BYTES", 0)
+
+
+@pytest.mark.parametrize("lead", [0, 37, 250, 411, 1203])
+def test_a_log_matched_in_two_parts_reports_what_one_pass_does(
+    index: MatcherIndex, tmp_path: Path, small_split: None, lead: int
+) -> None:
+    """Every field of every match (lines, other lines, occurrences folded across the cut,
+    alternatives, scores) and of every unexplained line, and the lines read: the cut falls in
+    a different place of the repeated errors for each `lead`."""
+    log = big_log(tmp_path / "big.log", lead)
+    one = report_of(index, log, split_it=False)
+    two = report_of(index, log, split_it=True)
+    assert two["stats"].pop("parts") == 2
+    assert "parts" not in one["stats"]
+    assert len(one["matches"]) >= 3 and max(m["occurrences"] for m in one["matches"]) >= 20
+    assert one["unmatched"] and one["unmatched"][0]["occurrences"] == 24
+    assert two == one
+
+
+@pytest.mark.parametrize("paste_line", [5, 9, 10, 133, 136, 137, 195, 207])
+def test_a_cut_inside_a_traceback_reports_what_one_pass_does(
+    index: MatcherIndex, tmp_path: Path, small_split: None, paste_line: int
+) -> None:
+    """The cut right between a traceback's frames, or between its last frame and its message
+    (paste.log's three tracebacks end on lines 9, 136 and 207): the part that owns the message
+    still reads the frames above it, as one pass does."""
+    log, line = cut_inside(tmp_path / "big.log", paste_line)
+    with open(log, "rb") as fh:
+        found = split.plan(fh)
+    assert found is not None and found.cut_line == line
+    one = report_of(index, log, split_it=False)
+    two = report_of(index, log, split_it=True)
+    assert two["stats"].pop("parts") == 2
+    assert two == one
+
+
+def test_the_cut_is_a_line_end_with_the_overlap_on_both_sides(tmp_path: Path) -> None:
+    log = big_log(tmp_path / "big.log", 0)
+    data = log.read_bytes()
+    with open(log, "rb") as fh, pytest.MonkeyPatch.context() as mp:
+        mp.setattr(split, "SPLIT_MIN_BYTES", 0)
+        found = split.plan(fh)
+    assert found is not None
+    assert data[found.cut - 1 : found.cut] == b"\n"
+    assert found.cut_line == data[: found.cut].count(b"\n") + 1
+    assert data[found.head : found.cut].count(b"\n") == split.OVERLAP_LINES
+    assert data[found.cut : found.tail].count(b"\n") == split.OVERLAP_LINES
+    assert found.head_line == found.cut_line - split.OVERLAP_LINES
+    assert data[found.head - 1 : found.head] == b"\n"
+
+
+def test_a_failed_child_leaves_its_part_to_the_parent(
+    index: MatcherIndex, tmp_path: Path, small_split: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = big_log(tmp_path / "big.log", 37)
+    one = report_of(index, log, split_it=False)
+
+    def dies(*_args: Any) -> None:
+        os._exit(1)
+
+    monkeypatch.setattr(split, "_child", dies)
+    matched: list[int] = []
+    run = LogScan.run
+
+    def counted(scan: LogScan, blocks: Any) -> None:
+        matched.append(os.getpid())
+        run(scan, blocks)
+
+    monkeypatch.setattr(LogScan, "run", counted)
+    two = report_of(index, log, split_it=True)
+    assert two["stats"].pop("parts") == 2
+    assert two == one
+    assert matched[-2:] == [os.getpid(), os.getpid()]  # both parts, here
+
+
+def test_a_child_that_cannot_reopen_the_cache_leaves_its_part_to_the_parent(
+    index: MatcherIndex, tmp_path: Path, small_split: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The child reads the cache through a connection of its own (SQLite may seek the shared
+    descriptor); a cache replaced since it was opened cannot be reopened: the parent does it."""
+    log = big_log(tmp_path / "big.log", 250)
+    one = report_of(index, log, split_it=False)
+    monkeypatch.setattr(CacheReader, "reopened", lambda _self: False)
+    two = report_of(index, log, split_it=True)
+    assert two["stats"].pop("parts") == 2
+    assert two == one
+
+
+def test_an_error_in_the_parent_kills_and_reaps_the_child(
+    index: MatcherIndex, tmp_path: Path, small_split: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = big_log(tmp_path / "big.log", 0)
+    parent = os.getpid()
+    run = LogScan.run
+
+    def fails_here(scan: LogScan, blocks: Any) -> None:
+        if os.getpid() == parent:
+            raise RuntimeError("boom")
+        run(scan, blocks)
+
+    monkeypatch.setattr(LogScan, "run", fails_here)
+    with pytest.raises(RuntimeError, match="boom"):
+        index.match(log, split=True)
+    with pytest.raises(ChildProcessError):
+        os.waitpid(-1, os.WNOHANG)  # no child left, running or unreaped
+
+
+def test_what_is_never_split(index: MatcherIndex, tmp_path: Path, small_split: None) -> None:
+    """Not asked; a log given as bytes or text, or through a stream that is no file; and any
+    process with another thread running (a server's threads are never forked)."""
+    log = big_log(tmp_path / "big.log", 0)
+    assert "parts" not in index.match(log).stats
+    assert "parts" not in index.match(log.read_bytes(), split=True).stats
+    assert "parts" not in index.match(io.BytesIO(log.read_bytes()), split=True).stats
+    assert "parts" in index.match(log, split=True).stats
+    stop = threading.Event()
+    waiting = threading.Thread(target=stop.wait)
+    waiting.start()
+    try:
+        assert "parts" not in index.match(log, split=True).stats
+    finally:
+        stop.set()
+        waiting.join()
+
+
+def test_a_small_log_file_is_read_in_one_pass(index: MatcherIndex, tmp_path: Path) -> None:
+    log = big_log(tmp_path / "big.log", 0)
+    assert log.stat().st_size < split.SPLIT_MIN_BYTES
+    assert "parts" not in index.match(log, split=True).stats
+
+
+def test_no_child_to_be_had_reads_the_log_in_one_pass(
+    index: MatcherIndex, tmp_path: Path, small_split: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = big_log(tmp_path / "big.log", 37)
+    one = report_of(index, log, split_it=False)
+
+    def no_fork() -> int:
+        raise BlockingIOError("Resource temporarily unavailable")
+
+    monkeypatch.setattr(os, "fork", no_fork)
+    assert report_of(index, log, split_it=True) == one  # no "parts": one pass
