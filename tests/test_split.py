@@ -175,17 +175,28 @@ def test_an_error_in_the_parent_kills_and_reaps_the_child(
     log = big_log(tmp_path / "big.log", 0)
     parent = os.getpid()
     run = LogScan.run
+    forked: list[int] = []
+    fork = os.fork
 
     def fails_here(scan: LogScan, blocks: Any) -> None:
         if os.getpid() == parent:
             raise RuntimeError("boom")
         run(scan, blocks)
 
+    def recorded() -> int:
+        pid = fork()
+        if pid:
+            forked.append(pid)
+        return pid
+
     monkeypatch.setattr(LogScan, "run", fails_here)
+    monkeypatch.setattr(os, "fork", recorded)
     with pytest.raises(RuntimeError, match="boom"):
         index.match(log, split=True)
+    (child,) = forked
     with pytest.raises(ChildProcessError):
-        os.waitpid(-1, os.WNOHANG)  # no child left, running or unreaped
+        os.waitpid(child, os.WNOHANG)  # reaped already
+    assert not Path(f"/proc/{child}").exists()  # and gone, not left running
 
 
 def test_what_is_never_split(index: MatcherIndex, tmp_path: Path, small_split: None) -> None:
