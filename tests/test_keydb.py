@@ -80,3 +80,20 @@ def test_few_keys_never_start_a_worker(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(subprocess, "run", no_worker)
     assert {key for key, _ in _found(keydb.compiled(KEYS))} == {0, 7, 9, 12}
+
+
+def test_a_worker_compiles_while_the_caller_goes_on_and_a_failed_build_stops_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Compiling starts the worker and returns: the build goes on (the next shard's keys,
+    the templates) and takes the database when it needs it. A build that fails kills the
+    worker rather than leave it blocked on output no one reads."""
+    monkeypatch.setattr(keydb, "IN_PROCESS_KEYS", 0)
+    running = keydb.Compiling(KEYS)
+    assert running._worker is not None  # started, not waited for
+    assert {key for key, _ in _found(running.result())} == {0, 7, 9, 12}
+    stopped = keydb.Compiling(KEYS)
+    worker = stopped._worker
+    assert worker is not None
+    stopped.abandon()
+    assert worker.returncode is not None and stopped._worker is None

@@ -37,7 +37,7 @@ from kb.matcher.cache import (
     normalize_template,
     words_of,
 )
-from kb.matcher.keydb import compiled
+from kb.matcher.keydb import Compiling, compiled
 from kb.matcher.templates import ROW_ITEMS, TEMPLATE_SEPARATOR, ints_blob
 from kb.pacing import FEWER_COLLECTIONS
 from kb.patterns import (
@@ -226,10 +226,41 @@ def _write_cache_file(
     con.execute("PRAGMA synchronous=OFF")
     con.executescript(SCHEMA)
     writer = _RowWriter(con)
+    try:
+        kinds = _write_rows(writer, sources, progress)
+    except BaseException:
+        writer.abandon()
+        raise
+    meta = {
+        "format": str(FORMAT_VERSION),
+        "revision": revision,
+        "records": str(writer.n_records),
+        "patterns": str(writer.n_patterns),
+        "kinds": json.dumps(_kind_ranges(kinds)),
+        "shard_bytes": str(writer.shard_bytes),
+        "packages": json.dumps(sorted(writer.packages)),
+        "built_s": f"{time.perf_counter() - started:.3f}",
+    }
+    con.executemany("INSERT INTO meta VALUES (?,?)", list(meta.items()))
+    con.executescript(INDEXES)
+    con.commit()
+    con.close()
+    # Written without a journal or syncs (a failed build is thrown away whole), so the
+    # file reaches the disk before it takes the cache's name: after a crash or a power
+    # cut the name holds the old cache or the new one, never a part of the new.
+    sync_path(path)
+
+
+def _write_rows(
+    writer: _RowWriter,
+    sources: Iterable[PatternSource],
+    progress: Callable[[int], None] | None,
+) -> list[str]:
+    """Every record's rows, the keys numbered and compiled, the templates and their words;
+    the kind of every key id."""
     pending: list[tuple[int, PatternSource, PreparedPattern, int | None]] = []
-    n_records = 0
     for rec_idx, src in enumerate(sources):
-        n_records = rec_idx + 1
+        writer.n_records = rec_idx + 1
         prep = src.prepared or prepare(src.message_pattern, src.error_message)
         pending.append((rec_idx, src, prep, _pattern_digest(prep)))
         if len(pending) >= BUILD_CHUNK:
@@ -241,26 +272,11 @@ def _write_cache_file(
     if progress is not None and pending:
         progress(len(pending))
     kinds = writer.finish()
-    meta = {
-        "format": str(FORMAT_VERSION),
-        "revision": revision,
-        "records": str(n_records),
-        "patterns": str(writer.n_patterns),
-        "kinds": json.dumps(_kind_ranges(kinds)),
-        "shard_bytes": str(writer.shard_bytes),
-        "packages": json.dumps(sorted(writer.packages)),
-        "built_s": f"{time.perf_counter() - started:.3f}",
-    }
-    con.executemany("INSERT INTO meta VALUES (?,?)", list(meta.items()))
-    _write_templates(con)
-    _write_words(con, writer.templates)
-    con.executescript(INDEXES)
-    con.commit()
-    con.close()
-    # Written without a journal or syncs (a failed build is thrown away whole), so the
-    # file reaches the disk before it takes the cache's name: after a crash or a power
-    # cut the name holds the old cache or the new one, never a part of the new.
-    sync_path(path)
+    # The templates and words are written while the last shard compiles in its worker.
+    _write_templates(writer.con)
+    _write_words(writer.con, writer.templates)
+    writer.shards_written()
+    return kinds
 
 
 def _write_templates(con: sqlite3.Connection) -> None:
@@ -382,9 +398,11 @@ class _RowWriter:
             """
         )
         self.n_patterns = 0
+        self.n_records = 0
         self.templates = 0  # distinct near-miss templates (rows of fz) listed in tw so far
         self._fz_rowid = 0  # the last row of fz listed in tw
         self.shard_bytes = 0
+        self._shards: _ShardWriter | None = None  # once finish() has numbered the keys
         self.codes: dict[str, list[int]] = {}
         self.packages: set[str] = set()
 
@@ -531,7 +549,7 @@ class _RowWriter:
         (n_pattern_keys,) = con.execute("SELECT COUNT(DISTINCT key) FROM kp").fetchone()
         n_keys = n_pattern_keys + len(codes) + len(MARKERS)
         n_shards = max(1, -(-n_keys // SHARD_KEYS))
-        shards = _ShardWriter(con, -(-n_keys // n_shards))
+        shards = self._shards = _ShardWriter(con, -(-n_keys // n_shards))
         # Shortest first: each shard holds keys of like length (see SHARD_KEYS).
         grouped = con.execute(
             """
@@ -548,9 +566,19 @@ class _RowWriter:
         for marker, kind in MARKERS:
             shards.add(marker, kind, "[]", anchor_of(marker.encode("utf-8")))
         shards.flush()
-        self.shard_bytes = shards.bytes
-        _write_lookup(con)
+        _write_lookup(con)  # while the last shard compiles
         return shards.kinds
+
+    def shards_written(self) -> None:
+        """Wait for the last shard's database and write it (after finish)."""
+        assert self._shards is not None
+        self._shards.done()
+        self.shard_bytes = self._shards.bytes
+
+    def abandon(self) -> None:
+        """A failed build: no worker is left compiling for it."""
+        if self._shards is not None:
+            self._shards.abandon()
 
 
 def _write_lookup(con: sqlite3.Connection) -> None:
@@ -575,7 +603,9 @@ def _write_lookup(con: sqlite3.Connection) -> None:
 
 class _ShardWriter:
     """Numbers keys, writes them to the keys table and compiles every `size` of them into one
-    Hyperscan database (a row of shards), so a build holds one shard's keys at a time."""
+    Hyperscan database (a row of shards), so a build holds one shard's keys at a time. A
+    shard compiles in a worker process while the build goes on (the next shard's keys, the
+    lookup, the templates), one worker at a time; `done` waits for the last."""
 
     def __init__(self, con: sqlite3.Connection, size: int) -> None:
         self.con = con
@@ -584,6 +614,7 @@ class _ShardWriter:
         self.kinds: list[str] = []
         self.shards = 0
         self.bytes = 0  # of the databases written
+        self._compiling: Compiling | None = None
 
     def add(self, key: str, kind: str, patterns: str, anchor: bytes | None) -> None:
         """One key; `anchor` is anchor_of(key)."""
@@ -596,8 +627,22 @@ class _ShardWriter:
         if not self.rows:
             return
         self.con.executemany("INSERT INTO keys VALUES (?,?,?,?)", self.rows)
-        blob = compiled([(key_id, key) for key_id, key, *_ in self.rows])
+        keys = [(key_id, key) for key_id, key, *_ in self.rows]
         self.rows.clear()
+        self.done()
+        self._compiling = Compiling(keys)
+
+    def abandon(self) -> None:
+        if self._compiling is not None:
+            self._compiling.abandon()
+            self._compiling = None
+
+    def done(self) -> None:
+        """The shard still compiling, written (if one is)."""
+        if self._compiling is None:
+            return
+        blob = self._compiling.result()
+        self._compiling = None
         self.con.execute("INSERT INTO shards VALUES (?, ?)", (self.shards, blob))
         self.shards += 1
         self.bytes += len(blob)

@@ -13,6 +13,7 @@ import marshal
 import os
 import subprocess
 import sys
+import tempfile
 from typing import Any, Final
 
 # The worker's exit status when Hyperscan refused the keys (its message on stderr); any other
@@ -27,30 +28,64 @@ def compiled(keys: list[tuple[int, str]]) -> bytes:
     """A serialised Hyperscan database of literal keys (id, key), compiled in a worker
     process (in this one when no worker can run). Raises hyperscan.error if Hyperscan refuses
     them."""
-    ids = [key_id for key_id, _ in keys]
-    expressions = [key.encode("utf-8") for _, key in keys]
-    worker = os.path.abspath(__file__)
-    if len(keys) < IN_PROCESS_KEYS or not sys.executable or not os.path.isfile(worker):
-        return compile_literals(ids, expressions)
-    payload = marshal.dumps((list(sys.path), ids, expressions))
-    del expressions  # the worker has them now; the payload is what stays here
-    try:
-        done = subprocess.run(
-            [sys.executable, "-I", "-S", worker],
-            input=payload,
-            capture_output=True,
-            check=False,
-        )
-    except OSError:
-        done = None
-    if done is not None and done.returncode == 0:
-        return done.stdout
-    if done is not None and done.returncode == REFUSED:
-        import hyperscan
+    return Compiling(keys).result()
 
-        raise hyperscan.error(done.stderr.decode("utf-8", "replace").strip())
-    _, ids, expressions = marshal.loads(payload)
-    return compile_literals(ids, expressions)
+
+class Compiling:
+    """A database being compiled by a worker process while the caller goes on; result() waits
+    for it. Keys too few for a worker (or with no worker to be had) are compiled at once."""
+
+    def __init__(self, keys: list[tuple[int, str]]) -> None:
+        ids = [key_id for key_id, _ in keys]
+        expressions = [key.encode("utf-8") for _, key in keys]
+        self._blob: bytes | None = None
+        self._worker: subprocess.Popen[bytes] | None = None
+        self._payload = b""
+        worker = os.path.abspath(__file__)
+        if len(keys) < IN_PROCESS_KEYS or not sys.executable or not os.path.isfile(worker):
+            self._blob = compile_literals(ids, expressions)
+            return
+        self._payload = marshal.dumps((list(sys.path), ids, expressions))
+        del ids, expressions  # the payload is what stays here
+        try:
+            # The keys reach the worker through an unnamed file, not a pipe: nothing here
+            # waits for the worker to read them, and communicate() later reads its output.
+            with tempfile.TemporaryFile() as keys_file:
+                keys_file.write(self._payload)
+                keys_file.seek(0)
+                self._worker = subprocess.Popen(
+                    [sys.executable, "-I", "-S", worker],
+                    stdin=keys_file,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                )
+        except OSError:  # no worker to be had: compiled here when the result is asked for
+            self._worker = None
+
+    def abandon(self) -> None:
+        """Stop the worker (a build that failed): it must not wait on its output forever."""
+        if self._worker is not None:
+            self._worker.kill()
+            self._worker.communicate()
+            self._worker = None
+
+    def result(self) -> bytes:
+        if self._blob is not None:
+            return self._blob
+        if self._worker is not None:
+            out, err = self._worker.communicate()
+            status = self._worker.returncode
+            self._worker = None
+            if status == 0:
+                self._blob = out
+                return out
+            if status == REFUSED:
+                import hyperscan
+
+                raise hyperscan.error(err.decode("utf-8", "replace").strip())
+        _, ids, expressions = marshal.loads(self._payload)
+        self._blob = compile_literals(ids, expressions)
+        return self._blob
 
 
 def compile_literals(ids: list[int], expressions: list[bytes]) -> bytes:
