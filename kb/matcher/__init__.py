@@ -2,7 +2,7 @@
 
   cache       the cache file: its format, opening it for a revision, reading its rows
   build       writing the cache: patterns prepared, the prefilter compiled (once per revision)
-  keydb       a prefilter database compiled in a worker process (its memory given back at once)
+  keydb       the keys cut into shards, each compiled in a worker process (memory given back)
   prefilter   every pattern's keys found in one Hyperscan pass over a block of the log
   anchors     a short text's keys found by its words instead (no databases loaded)
   scan        one match call: the loop over blocks and the state it keeps

@@ -8,7 +8,6 @@ knowledge-base revision, right after an import.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import gc
 import hashlib
 import json
@@ -37,7 +36,7 @@ from kb.matcher.cache import (
     normalize_template,
     words_of,
 )
-from kb.matcher.keydb import Compiling, compiled
+from kb.matcher.keydb import ShardWriter, compiled, release_memory
 from kb.matcher.templates import ROW_ITEMS, TEMPLATE_SEPARATOR, ints_blob
 from kb.pacing import FEWER_COLLECTIONS
 from kb.patterns import (
@@ -402,7 +401,7 @@ class _RowWriter:
         self.templates = 0  # distinct near-miss templates (rows of fz) listed in tw so far
         self._fz_rowid = 0  # the last row of fz listed in tw
         self.shard_bytes = 0
-        self._shards: _ShardWriter | None = None  # once finish() has numbered the keys
+        self._shards: ShardWriter | None = None  # once finish() has numbered the keys
         self.codes: dict[str, list[int]] = {}
         self.packages: set[str] = set()
 
@@ -549,7 +548,7 @@ class _RowWriter:
         (n_pattern_keys,) = con.execute("SELECT COUNT(DISTINCT key) FROM kp").fetchone()
         n_keys = n_pattern_keys + len(codes) + len(MARKERS)
         n_shards = max(1, -(-n_keys // SHARD_KEYS))
-        shards = self._shards = _ShardWriter(con, -(-n_keys // n_shards))
+        shards = self._shards = ShardWriter(con, -(-n_keys // n_shards))
         # Shortest first: each shard holds keys of like length (see SHARD_KEYS).
         grouped = con.execute(
             """
@@ -599,62 +598,6 @@ def _write_lookup(con: sqlite3.Connection) -> None:
     )
     rows = con.execute("SELECT idx, key FROM keys WHERE anchor IS NULL").fetchall()
     con.execute("INSERT INTO lookup VALUES (?, ?)", (bits, compiled(rows) if rows else None))
-
-
-class _ShardWriter:
-    """Numbers keys, writes them to the keys table and compiles every `size` of them into one
-    Hyperscan database (a row of shards), so a build holds one shard's keys at a time. A
-    shard compiles in a worker process while the build goes on (the next shard's keys, the
-    lookup, the templates), one worker at a time; `done` waits for the last."""
-
-    def __init__(self, con: sqlite3.Connection, size: int) -> None:
-        self.con = con
-        self.size = size
-        self.rows: list[tuple[int, str, str, bytes | None]] = []
-        self.kinds: list[str] = []
-        self.shards = 0
-        self.bytes = 0  # of the databases written
-        self._compiling: Compiling | None = None
-
-    def add(self, key: str, kind: str, patterns: str, anchor: bytes | None) -> None:
-        """One key; `anchor` is anchor_of(key)."""
-        self.rows.append((len(self.kinds), key, patterns, anchor))
-        self.kinds.append(kind)
-        if len(self.rows) >= self.size:
-            self.flush()
-
-    def flush(self) -> None:
-        if not self.rows:
-            return
-        self.con.executemany("INSERT INTO keys VALUES (?,?,?,?)", self.rows)
-        keys = [(key_id, key) for key_id, key, *_ in self.rows]
-        self.rows.clear()
-        self.done()
-        self._compiling = Compiling(keys)
-
-    def abandon(self) -> None:
-        if self._compiling is not None:
-            self._compiling.abandon()
-            self._compiling = None
-
-    def done(self) -> None:
-        """The shard still compiling, written (if one is)."""
-        if self._compiling is None:
-            return
-        blob = self._compiling.result()
-        self._compiling = None
-        self.con.execute("INSERT INTO shards VALUES (?, ?)", (self.shards, blob))
-        self.shards += 1
-        self.bytes += len(blob)
-        del blob
-        release_memory()
-
-
-def release_memory() -> None:
-    """Hand the memory a shard's compile freed back to the system. glibc keeps it otherwise,
-    fragmented by what is allocated in between, and each later shard's peak starts higher."""
-    with contextlib.suppress(OSError, AttributeError):  # not glibc: nothing to do
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
 
 
 def _kind_ranges(kinds: list[str]) -> list[list[Any]]:

@@ -168,9 +168,7 @@ def open_current(
         return None
     wanted = ("format", "revision", *keys)
     try:
-        con = sqlite3.connect(
-            sqlite_reader_uri(path, immutable=True), uri=True, check_same_thread=False
-        )
+        con = _connected(path)
     except sqlite3.Error:
         return None
     try:
@@ -183,6 +181,13 @@ def open_current(
         con.close()
         return None
     return con, rows
+
+
+def _connected(path: Path) -> sqlite3.Connection:
+    """A read-only connection to a cache file, immutable (see SHARDS_MMAP_BYTES' note)."""
+    return sqlite3.connect(
+        sqlite_reader_uri(path, immutable=True), uri=True, check_same_thread=False
+    )
 
 
 def cache_is_current(cache_dir: Path, revision: str) -> bool:
@@ -317,9 +322,7 @@ class CacheReader:
         if self._path is None or self._identity is None:
             return False
         try:
-            con = sqlite3.connect(
-                sqlite_reader_uri(self._path, immutable=True), uri=True, check_same_thread=False
-            )
+            con = _connected(self._path)
             con.execute("SELECT 1 FROM meta LIMIT 1").fetchall()
         except sqlite3.Error:
             return False

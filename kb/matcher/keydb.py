@@ -1,4 +1,5 @@
-"""Literal keys compiled into a serialised Hyperscan database, in a process of its own.
+"""The prefilter's key databases: numbered keys cut into shards, each compiled into a
+serialised Hyperscan database in a process of its own.
 
 Hyperscan's compiler holds about 2.3 KB a key at its peak, more than everything else a build
 holds; a worker process that compiles one database and exits gives that peak back at once, and
@@ -9,8 +10,11 @@ run by path as the worker (`python -I -S keydb.py`), so it imports nothing of kb
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import marshal
 import os
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -101,6 +105,62 @@ def compile_literals(ids: list[int], expressions: list[bytes]) -> bytes:
         literal=True,
     )
     return bytes(hyperscan.dumpb(db))
+
+
+class ShardWriter:
+    """Numbers keys, writes them to the keys table and compiles every `size` of them into one
+    Hyperscan database (a row of shards), so a build holds one shard's keys at a time. A
+    shard compiles in a worker process while the build goes on (the next shard's keys, the
+    lookup, the templates), one worker at a time; `done` waits for the last."""
+
+    def __init__(self, con: sqlite3.Connection, size: int) -> None:
+        self.con = con
+        self.size = size
+        self.rows: list[tuple[int, str, str, bytes | None]] = []
+        self.kinds: list[str] = []
+        self.shards = 0
+        self.bytes = 0  # of the databases written
+        self._compiling: Compiling | None = None
+
+    def add(self, key: str, kind: str, patterns: str, anchor: bytes | None) -> None:
+        """One key; `anchor` is anchor_of(key)."""
+        self.rows.append((len(self.kinds), key, patterns, anchor))
+        self.kinds.append(kind)
+        if len(self.rows) >= self.size:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self.rows:
+            return
+        self.con.executemany("INSERT INTO keys VALUES (?,?,?,?)", self.rows)
+        keys = [(key_id, key) for key_id, key, *_ in self.rows]
+        self.rows.clear()
+        self.done()
+        self._compiling = Compiling(keys)
+
+    def abandon(self) -> None:
+        if self._compiling is not None:
+            self._compiling.abandon()
+            self._compiling = None
+
+    def done(self) -> None:
+        """The shard still compiling, written (if one is)."""
+        if self._compiling is None:
+            return
+        blob = self._compiling.result()
+        self._compiling = None
+        self.con.execute("INSERT INTO shards VALUES (?, ?)", (self.shards, blob))
+        self.shards += 1
+        self.bytes += len(blob)
+        del blob
+        release_memory()
+
+
+def release_memory() -> None:
+    """Hand the memory a shard's compile freed back to the system. glibc keeps it otherwise,
+    fragmented by what is allocated in between, and each later shard's peak starts higher."""
+    with contextlib.suppress(OSError, AttributeError):  # not glibc: nothing to do
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
 
 
 def _worker() -> None:

@@ -101,8 +101,9 @@ def plan(log: object) -> Plan | None:
             return None
         fd = log.fileno()
         start = log.tell()
-        end = os.fstat(fd).st_size
-        if not stat.S_ISREG(os.fstat(fd).st_mode) or end - start < SPLIT_MIN_BYTES:
+        found = os.fstat(fd)
+        end = found.st_size
+        if not stat.S_ISREG(found.st_mode) or end - start < SPLIT_MIN_BYTES:
             return None
         if os.pread(fd, 2, start).startswith(UTF16_BOMS):
             return None  # decoded whole (kb.logtext); its line ends are not b"\n"
@@ -233,7 +234,7 @@ def run(found: Plan, new_scan: Callable[[], LogScan]) -> LogScan | None:
     except Exception:  # a child cut short mid-write
         second = None
     if not isinstance(second, Part):
-        second = _second_here(found, new_scan)
+        second = _second(found, new_scan())
     return _merged(first, second, found.cut_line)
 
 
@@ -257,8 +258,9 @@ def _part(scan: LogScan) -> Part:
     )
 
 
-def _second_here(found: Plan, new_scan: Callable[[], LogScan]) -> Part:
-    scan = _scan(new_scan(), (found.cut_line, NO_END))
+def _second(found: Plan, scan: LogScan) -> Part:
+    """The second part, matched by `scan` (here or in the child)."""
+    _scan(scan, (found.cut_line, NO_END))
     scan.run(blocks(_range(found.fd, found.head, found.end), first_line=found.head_line))
     return _part(scan)
 
@@ -268,9 +270,7 @@ def _child(found: Plan, new_scan: Callable[[], LogScan], write_end: int) -> None
     try:
         scan = new_scan()
         if scan.reader.reopened():  # else the parent matches this part itself
-            scan = _scan(scan, (found.cut_line, NO_END))
-            scan.run(blocks(_range(found.fd, found.head, found.end), first_line=found.head_line))
-            data = pickle.dumps(_part(scan), protocol=pickle.HIGHEST_PROTOCOL)
+            data = pickle.dumps(_second(found, scan), protocol=pickle.HIGHEST_PROTOCOL)
             with os.fdopen(write_end, "wb") as pipe:
                 pipe.write(data)
             status = 0
