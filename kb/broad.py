@@ -43,11 +43,6 @@ BROAD_RECORDS: Final = 3_000
 # first read finds the limit in the usual case (a message that holds the words side by side
 # holds their text), and each read is one look-up of that many keys.
 TEXT_CHUNK: Final = 64
-# How many of the records a trimmed phrase finds (Held.exact) have their text read before
-# FTS5 walks the whole phrase: the best of them mostly hold the whole of it, but a query
-# could find many that do not (a phrase of "the" and a word that mostly follows something
-# else), and each read is a look-up.
-TRIMMED_READ: Final = 4 * TEXT_CHUNK
 # No score is above this: the threshold of a query that finds fewer records than the limit.
 NO_THRESHOLD: Final = 1e308
 
@@ -56,14 +51,10 @@ NO_THRESHOLD: Final = 1e308
 class Held:
     """The records whose message holds the query's phrase (kb.query.phrase_held): those of
     `worded` (an FTS5 expression: the phrase word for word in the message column) whose
-    message also holds it as `text` (SQL on `records r`, with its parameters). `exact`:
-    the whole phrase word for word, where `worded` left common words out of its ends (it
-    then finds more records, and their text is read until the page is full or TRIMMED_READ
-    have been read: `exact` finds the rest)."""
+    message also holds it as `text` (SQL on `records r`, with its parameters)."""
 
     worded: str
     text: tuple[str, list[Any]]
-    exact: str | None = None
 
 
 # The records that hold a phrase, (key, score) best first, a score None where it was not
@@ -122,8 +113,7 @@ def _best_holding(
     """The best `limit` of the records that hold the phrase, as `_best` gives them (every
     one, when fewer hold it). FTS5 finds and scores those that hold it word for word; their
     text is read best first, TEXT_CHUNK at a time, until `limit` hold it and the next score
-    is worse than the limit-th's (the rest of a trimmed phrase's records sifted by the whole
-    phrase after TRIMMED_READ)."""
+    is worse than the limit-th's."""
     scores = _held_scores(run, rank, ranked, held.worded, held_scores)
     if not scores:
         return []
@@ -131,9 +121,6 @@ def _best_holding(
     holders: dict[int, float] = {}
     threshold: float | None = None
     for start in range(0, len(scores), TEXT_CHUNK):
-        if start == TRIMMED_READ and held.exact is not None and len(holders) < limit:
-            kept = set(_rowids(run, held.exact))
-            scores[start:] = [entry for entry in scores[start:] if entry[0] in kept]
         chunk = scores[start : start + TEXT_CHUNK]
         if not chunk or (threshold is not None and chunk[0][1] > threshold):
             break

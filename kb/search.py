@@ -271,7 +271,6 @@ class Searcher:
         method = f"{mode}-words" if mode != "any" else "any-word"
         if self.fts:
             typed_common = self.common.of(terms)
-            edges = frozenset(term.lower() for term in typed_common)  # of the phrases' ends
             terms = selecting(terms, mode, self.common.everywhere(terms))
             expression = fts_expression(terms, mode)
             common = typed_common & frozenset(terms)  # selecting only leaves terms out
@@ -286,7 +285,6 @@ class Searcher:
                 ranked,
                 own,
                 phrases=phrases,
-                edges=edges,
                 slots=slots,
             )
         dialect = "postgresql" if self.tsvector else "other"
@@ -342,7 +340,6 @@ class Searcher:
         ranked: str | None = None,
         own: OwnRanking | None = None,
         phrases: Sequence[str] = (),
-        edges: frozenset[str] = frozenset(),
         slots: tuple[list[int], list[str]] | None = None,
     ) -> SearchResponse:
         """The records of an FTS5 expression, ranked by bm25 on it, or on `ranked` (the
@@ -350,9 +347,8 @@ class Searcher:
         those whose message holds the `phrases` and the scope's order. With `own`, kb's own
         bm25 gives that ranking first, with the total in the same walk; where the query finds
         more records than it may score (kb.ranking), FTS5's bm25 after a count, reading only
-        the best records where it finds many (kb.broad), `edges` (common words, lower case)
-        left out of the ends of the phrases where FTS5 finds the records that hold them, and
-        kb's own bm25 scoring those where it finds them, on the `slots` of the ranking
+        the best records where it finds many (kb.broad), kb's own bm25 scoring the records
+        that hold the phrases where FTS5 finds them, on the `slots` of the ranking
         (kb.query.rank_slots)."""
         where = scope.where("records_fts MATCH ?")
         params = [expression, *scope.params]
@@ -386,9 +382,7 @@ class Searcher:
         if broad and (worded is not None or not phrases):
             held = None
             if worded is not None:
-                trimmed = held_word_for_word(phrases, expression, edges) or worded
-                exact = worded if trimmed != worded else None
-                held = Held(trimmed, phrase_held(phrases), exact)
+                held = Held(worded, phrase_held(phrases))
             rows = best_records(
                 self.run,
                 columns=RESULT_COLUMNS,

@@ -591,27 +591,23 @@ def test_words_every_record_holds_are_left_out_only_where_they_select_nothing(
 
 
 @pytest.mark.parametrize(
-    ("phrase", "common", "expected"),
+    ("phrases", "expected"),
     [
-        ("the first argument", "the", "first argument"),
-        ("the first argument", "the argument", "first argument"),  # two words stay
-        ("valueerror the generators", "the generators", "valueerror the"),
-        ("to but source of", "to source of", "but source"),  # an inner word stays
-        ("is not the", "is not the", "not the"),
-        ("the model", "the model", "the model"),
-        ("should be a", "", "should be a"),
-        ("the ? !", "the", "the ? !"),  # no word would be left
+        (["the first argument"], '(x) AND {error_message} : "the first argument"'),
+        (
+            ["is not", "the model"],
+            '(x) AND {error_message} : "is not" AND {error_message} : "the model"',
+        ),
+        (["the ? !"], '(x) AND {error_message} : "the ? !"'),
+        (["? !"], None),  # no word: the text alone can say
     ],
 )
-def test_common_words_at_a_phrases_ends_are_left_out_of_the_walk_for_its_records(
-    phrase: str, common: str, expected: str
+def test_the_walk_for_a_phrases_records_is_the_whole_phrase_common_words_too(
+    phrases: list[str], expected: str | None
 ) -> None:
-    from kb.query import held_word_for_word, trimmed_phrase
+    from kb.query import held_word_for_word
 
-    assert trimmed_phrase(phrase, frozenset(common.split())) == expected
-    assert held_word_for_word([phrase], "x", frozenset(common.split())) == (
-        '(x) AND {error_message} : "' + expected + '"'
-    )
+    assert held_word_for_word(phrases, "x") == expected
 
 
 def test_a_word_of_every_record_is_counted_once_per_revision_and_kept_in_the_cache(
