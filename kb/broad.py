@@ -20,18 +20,12 @@ from typing import Any, Final
 
 from kb.ranking import FUNCTION, Ranker, Slots
 
-# kb's own bm25 scores the records that hold a broad query's phrase in the walk that finds
-# them, where FTS5's bm25 would walk the ranked words' records again after it. It costs 4-15
-# us a record: at a million records, 2026-12-03, "AssertionError be not" (1,291 of 52,899
-# records) 114 against 169 ms, "must be a" (35,973 of 36,041) 253 against 310, but "is not"
-# (69,240 of 232,866) 2,445 against 1,675 when it scored 50,000 and gave up. So where the
-# query finds at most HELD_RECORDS it scores every holder; where it finds more (FTS5 cannot
-# say cheaply how many hold the phrase: a sample of "got and" took 300 ms) it scores the
-# first HELD_TRIED and FTS5's bm25 the rest after the walk: the second walk of "ValueError"'s
-# 511,859 records (140-240 ms) is saved where few hold the phrase ("ValueError is True":
-# 546), and where many do the first HELD_TRIED cost about 5 us each more than FTS5's.
-HELD_RECORDS: Final = 60_000
-HELD_TRIED: Final = 10_000
+# kb's own bm25 scores every record that holds a broad query's phrase in the walk that finds
+# them, where FTS5's bm25 would walk the ranked words' records again after it: 2-3 us a record
+# since it reads only the columns that hold each phrase. At a million records, 2026-12-04, the
+# same answers: "ValueError one of" (30,053 holders) 172 against 242 ms when it scored the
+# first 10,000 and FTS5's bm25 the rest, "is not" (69,240) 478 against 616, `"is not" value`
+# 457 against 684, "is not supported" 85 against 99; "must be" 450 against 420 the one loss.
 # Below this many records found, the one statement is the faster: the second walk of the
 # query's words costs more than the joins it saves. At a million records, warm, FTS5's bm25
 # (kb_bm25 off), the statement against this module, 2026-12-02: "ValueError be defined"
@@ -57,9 +51,8 @@ class Held:
     text: tuple[str, list[Any]]
 
 
-# The records that hold a phrase, (key, score) best first, a score None where it was not
-# scored that way (FTS5's bm25 then scores it); None where the walk could not run at all.
-HeldScores = Callable[[str], list[tuple[int, float | None]] | None]
+# The records that hold a phrase, (key, score) best first; None where the walk could not run.
+HeldScores = Callable[[str], list[tuple[int, float]] | None]
 
 
 def best_records(
@@ -156,16 +149,13 @@ def own_held_scores(
     """Scores of the records that hold the phrases by kb's own bm25 (kb.ranking) in the walk
     of kb.query.held_word_for_word's expression: the query's expression, whose phrases take
     the ranking's `slots` (kb.query.rank_slots; `counts` gives their terms' record counts),
-    then one phrase for each of the `phrases`, which rank nothing. Of a query that finds
-    `total` records it scores every holder up to HELD_RECORDS, else the first HELD_TRIED, and
-    past them a score is None (the walk goes on for their keys); None where the ranker cannot
-    run."""
+    then one phrase for each of the `phrases`, which rank nothing; of a query that finds
+    `total` records, the most it may score. None where the ranker cannot run."""
     phrase_slots, slot_terms = slots
-    most = total if total <= HELD_RECORDS else HELD_TRIED
 
-    def scores(worded: str) -> list[tuple[int, float | None]] | None:
+    def scores(worded: str) -> list[tuple[int, float]] | None:
         phrase_slots_all = (*phrase_slots, *[-1] * phrases)
-        counted = Slots(phrase_slots_all, tuple(counts(slot_terms)), most, then_null=True)
+        counted = Slots(phrase_slots_all, tuple(counts(slot_terms)), total)
         sql = (
             f"SELECT rowid, {FUNCTION}(records_fts, {counted.literal()}) AS rank "
             "FROM records_fts WHERE records_fts MATCH ? ORDER BY rank"
@@ -173,7 +163,7 @@ def own_held_scores(
         rows = ranker.rows(sql, [worded])
         if rows is None:
             return None
-        return [(int(key), None if score is None else float(score)) for key, score in rows]
+        return [(int(key), float(score)) for key, score in rows]
 
     return scores
 
@@ -187,27 +177,23 @@ def _held_scores(
 ) -> list[tuple[Any, ...]]:
     """The records of `worded` with their scores, best first: in the walk that finds them
     where `held_scores` can (one walk, not two: "AssertionError be not", 1,291 records of
-    52,899, 52 against 83 ms at a million records, 2026-12-03), the rest (or all) found,
-    then scored by FTS5's bm25."""
-    keys: list[int] = []
-    scored: list[tuple[Any, ...]] = []
+    52,899, 52 against 83 ms at a million records, 2026-12-03), else found, then scored by
+    FTS5's bm25."""
     found = held_scores(worded) if held_scores is not None else None
     if found is not None:
-        scored = [(key, score) for key, score in found if score is not None]
-        keys = [key for key, score in found if score is None]
-    else:
-        # The holders first, on their own: where none holds the phrase (the usual case for a
-        # query of common words, and always for a word the speller corrected), the walk of
-        # the ranked expression is saved; 13 of the 14 ms of "inuts_embeds" at a million.
-        keys = _rowids(run, worded)
-    if keys:
-        # the keys as one JSON array (SQLite's JSON functions, built in since 3.38): any number
-        scored += run(
-            f"SELECT records_fts.rowid, {rank} AS rank FROM records_fts WHERE records_fts "
-            "MATCH ? AND +records_fts.rowid IN (SELECT value FROM json_each(?)) ORDER BY rank",
-            [ranked, json.dumps(keys)],
-        )
-    return sorted(scored, key=lambda entry: entry[1]) if found is not None and keys else scored
+        return list(found)
+    # The holders first, on their own: where none holds the phrase (the usual case for a
+    # query of common words, and always for a word the speller corrected), the walk of the
+    # ranked expression is saved; 13 of the 14 ms of "inuts_embeds" at a million.
+    keys = _rowids(run, worded)
+    if not keys:
+        return []
+    # the keys as one JSON array (SQLite's JSON functions, built in since 3.38): any number
+    return run(
+        f"SELECT records_fts.rowid, {rank} AS rank FROM records_fts WHERE records_fts "
+        "MATCH ? AND +records_fts.rowid IN (SELECT value FROM json_each(?)) ORDER BY rank",
+        [ranked, json.dumps(keys)],
+    )
 
 
 def _rowids(run: Callable[..., list[tuple[Any, ...]]], expression: str) -> list[int]:

@@ -75,17 +75,15 @@ class Slots:
     slot it counts for, -1 for none (a word too common to rank by); each slot is one phrase
     of FTS5's ranking, with the number of records that hold it. A word in several phrases
     (each group of "most") counts once, as in the ranking expression kb.query makes. `most`:
-    the records it may score before it gives up (TooMany), or, with `then_null`, before it
-    says NULL for each further record (the walk goes on: its rowids are still wanted)."""
+    the records it may score before it gives up (TooMany)."""
 
     phrases: tuple[int, ...]
     counts: tuple[int, ...]
     most: int
-    then_null: bool = False
 
     def literal(self) -> str:
         """The SQL string literal kb_bm25 takes: integers only, made here."""
-        value = [list(self.phrases), list(self.counts), self.most, int(self.then_null)]
+        value = [list(self.phrases), list(self.counts), self.most]
         return "'" + json.dumps(value, separators=(",", ":")) + "'"
 
 
@@ -157,11 +155,10 @@ class _Statement:
     average: float  # the mean record's tokens
     idfs: list[float]  # a slot's
     most: int
-    then_null: bool = False
     scored: int = 0
 
 
-def kb_bm25(api: FTS5ExtensionApi, /, *args: Any) -> float | None:
+def kb_bm25(api: FTS5ExtensionApi, /, *args: Any) -> float:
     """The FTS5 auxiliary function: `kb_bm25(records_fts, slots)`, `slots` as
     `Slots.literal()` makes it. A slot's frequency is the weighted count of its phrase in the
     record, added instance by instance in FTS5's order (column, then offset) as bm25 adds.
@@ -172,18 +169,15 @@ def kb_bm25(api: FTS5ExtensionApi, /, *args: Any) -> float | None:
     at a million records (2026-12-02)."""
     statement = api.aux_data
     if statement is None:  # the statement's first row
-        phrase_slots, counts, most, then_null = json.loads(str(args[0]))
+        phrase_slots, counts, most = json.loads(str(args[0]))
         records = api.row_count
         statement = api.aux_data = _Statement(
             ranked=[(phrase, slot) for phrase, slot in enumerate(phrase_slots) if slot >= 0],
             average=api.column_total_size(-1) / records if records else 1.0,
             idfs=[idf(records, int(n)) for n in counts],
             most=int(most),
-            then_null=bool(then_null),
         )
     if statement.scored >= statement.most:
-        if statement.then_null:
-            return None
         raise TooMany(f"more than {statement.most} records to score")
     statement.scored += 1
     idfs = statement.idfs

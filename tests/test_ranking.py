@@ -282,8 +282,6 @@ BROAD_QUERIES = [
         (5, None, "all"),
         (20, None, "all"),
         (5, 2, "all"),
-        (5, 2, "first 8"),
-        (20, None, "first 8"),
         (5, None, "none"),
         (5, 2, "none"),
     ],
@@ -299,19 +297,15 @@ def test_a_query_that_finds_many_reads_only_its_best_records_and_ranks_them_alik
     best records read) is the one statement's: the same totals, methods, ids in order and
     scores, where the phrase's records fill the page and where they do not (with reads of 2
     records at a time too); the phrase's records scored by kb's own bm25 in the walk that
-    finds them, all or the first 8 (FTS5's bm25 the rest, as for a query that finds more
-    than kb.broad.HELD_RECORDS), or by FTS5's bm25 after it."""
+    finds them, or by FTS5's bm25 after it."""
     import kb.broad
 
     if chunk is not None:
         monkeypatch.setattr("kb.broad.TEXT_CHUNK", chunk)
     if own_scores == "none":
         monkeypatch.setattr("kb.search.own_held_scores", lambda *_: lambda _worded: None)
-    elif own_scores == "first 8":
-        monkeypatch.setattr("kb.broad.HELD_RECORDS", 0)
-        monkeypatch.setattr("kb.broad.HELD_TRIED", 8)
     holding = kb.broad._best_holding
-    filled = partly = broad = scored = unscored = 0
+    filled = partly = broad = scored = 0
 
     def spy(run: Any, *args: Any) -> Any:
         nonlocal filled, partly
@@ -319,10 +313,9 @@ def test_a_query_that_finds_many_reads_only_its_best_records_and_ranks_them_alik
         if held_scores is not None:
 
             def counted(worded: str) -> Any:
-                nonlocal scored, unscored
+                nonlocal scored
                 found = held_scores(worded)
                 scored += found is not None
-                unscored += sum(score is None for _key, score in found or ())
                 return found
 
             args = (*args[:5], counted)
@@ -349,4 +342,3 @@ def test_a_query_that_finds_many_reads_only_its_best_records_and_ranks_them_alik
         ], query
     assert broad >= len(BROAD_QUERIES) - 2 and filled >= 2 and partly >= 1  # tests something
     assert (scored >= broad - 2) if own_scores != "none" else scored == 0
-    assert (unscored >= 10) if own_scores == "first 8" else unscored == 0
