@@ -25,6 +25,7 @@ MIN_IDENTIFIER_CHARS: Final = 5
 _LOADED: dict[Path, list[str]] = {}
 LOADED_FILES: Final = 4
 IDENTIFIERS: Final = "identifiers"  # the identifiers list's kind (kb.matcher.background writes it)
+VOCABULARY: Final = "vocabulary"  # the vocabulary's kind (so does the build beside an import)
 
 # Identifiers as they appear in messages: snake_case, dotted.names, camelCase (what a
 # misspelling is corrected against, IDENTIFIER_HINT_RE says which terms are identifiers).
@@ -102,7 +103,7 @@ class Speller:
 
         Built once per knowledge-base revision and kept in the cache folder: collecting it
         reads every record, which is most of a corrected search's time."""
-        return self._cached("vocabulary", self._collect_vocabulary)
+        return self._cached(VOCABULARY, self._collect_vocabulary)
 
     def identifiers(self) -> list[str]:
         """The identifiers in the messages (backend_per_kind, torch.cuda, setIndex) as they
@@ -126,23 +127,49 @@ class Speller:
         return words
 
     def _collect_vocabulary(self) -> list[str]:
-        words: set[str] = set()
+        vocabulary = Vocabulary()
         for column, whole in VOCABULARY_COLUMNS:
             # Each column's distinct values on their own: an index-only scan each (every one
             # has an index), where the distinct rows of all four read every record (150,000
             # records: 8.3 s with a cold page cache, the first misspelt search's wait).
             for (value,) in self.run(f"SELECT DISTINCT {column} FROM records"):
-                if value:
-                    words.update(word.lower() for word in WORD_RE.findall(value))
-                    if whole:
-                        words.add(value.lower())
-        return sorted(word for word in words if len(word) >= 3 and not word.isdigit())
+                vocabulary.add(value, whole)
+        return vocabulary.listed()
 
     def _collect_identifiers(self) -> list[str]:
         found: set[str] = set()
         for (message,) in self.run("SELECT error_message FROM records"):
             found.update(identifiers_in(message))
         return sorted(found)
+
+
+# Values a Vocabulary remembers, so that a repeat (a repository, a class: a build beside an
+# import sees each record's) adds nothing; past this many, the rest are read each time.
+SEEN_VALUES: Final = 100_000
+
+
+class Vocabulary:
+    """The vocabulary's words, added value by value (VOCABULARY_COLUMNS says which values and
+    whether each is a word whole too), then `listed` as the word list keeps them."""
+
+    def __init__(self) -> None:
+        self.words: set[str] = set()
+        self._seen: tuple[set[str], set[str]] = (set(), set())  # parts only, whole too
+
+    def add(self, value: str | None, whole: bool) -> None:
+        if not value:
+            return
+        seen = self._seen[whole]
+        if value in seen:
+            return
+        if len(seen) < SEEN_VALUES:
+            seen.add(value)
+        self.words.update(word.lower() for word in WORD_RE.findall(value))
+        if whole:
+            self.words.add(value.lower())
+
+    def listed(self) -> list[str]:
+        return sorted(word for word in self.words if len(word) >= 3 and not word.isdigit())
 
 
 def identifiers_in(message: str | None) -> Iterator[str]:

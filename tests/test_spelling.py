@@ -84,11 +84,13 @@ def test_word_lists_are_the_same_collected_read_back_or_uncached(run: Any, tmp_p
     spelling._LOADED.clear()
 
 
-def test_an_import_leaves_the_identifiers_list_its_build_collected(
-    invoke: Any, db_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("kind", ["identifiers", "vocabulary"])
+def test_an_import_leaves_the_word_lists_its_build_collected(
+    invoke: Any, db_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str
 ) -> None:
-    """The build beside an import reads every message anyway: the identifiers it collects are
-    the list a misspelt search would collect (12 s at 1M records), word for word."""
+    """The build beside an import reads every record anyway: the identifiers and the
+    vocabulary it collects are the lists a misspelt search would collect (12 s and 2.7 s at
+    1M records), word for word, and that search reads them instead."""
     from kb.config import cache_dir_for
     from kb.knowledge import KnowledgeBase
     from tests.conftest import corpus_records
@@ -100,23 +102,27 @@ def test_an_import_leaves_the_identifiers_list_its_build_collected(
     with KnowledgeBase(str(db_path)) as kb:
         revision = kb.revision()
     cache = cache_dir_for(f"sqlite:///{db_path.resolve()}")
-    written = (cache / f"identifiers-{revision}.txt").read_text(encoding="utf-8").splitlines()
+    written = (cache / f"{kind}-{revision}.txt").read_text(encoding="utf-8").splitlines()
     con = sqlite3.connect(db_path)
     spelling._LOADED.clear()
-    collected = Speller(
+    speller = Speller(
         lambda sql, *params: con.execute(sql, *params).fetchall(), known=lambda term: False
-    ).identifiers()
+    )
+    collected = speller.identifiers() if kind == "identifiers" else speller.vocabulary()
     con.close()
     assert written == collected and len(written) > 20
-    assert not list(cache.glob(".matcher-import-*"))  # both of the child's files were moved
+    assert not list(cache.glob(".matcher-import-*"))  # the child's files were all moved
 
     def collect(self: Speller) -> list[str]:
         raise AssertionError("the list is read from the cache folder, not collected")
 
-    monkeypatch.setattr(Speller, "_collect_identifiers", collect)
-    identifier = max(written, key=len)
-    misspelt = identifier[:5] + identifier[6:]  # a letter left out: no record has it
+    monkeypatch.setattr(Speller, f"_collect_{kind}", collect)
+    if kind == "identifiers":
+        word = max(written, key=len)
+    else:  # a word of a slug (no class or code: those are searched whole)
+        word = max((w for w in written if w.isalpha()), key=len)
+    misspelt = word[:5] + word[6:]  # a letter left out: no record has it
     result = invoke("search", misspelt, "--json")
     assert result.exit_code == 0, result.output
-    assert json.loads(result.stdout)["didYouMean"] == identifier
+    assert json.loads(result.stdout)["didYouMean"] == word
     spelling._LOADED.clear()

@@ -4,11 +4,11 @@ An import into an empty SQLite knowledge base knows every record the index will 
 order the build reads them (by key), while it stores them. `BackgroundBuild` sends those rows
 to `python -m kb.matcher.background`, which prepares the patterns and compiles the prefilter
 on the second core while the parent inserts and fills the full-text index. The child writes
-temporary files only (the cache file, then the identifiers list and the file's compressed
-parts the database stores, kb.shared_index); after the import commits, `install` renames them
-into the cache folder under the build lock. Anything else (an update, a table with records
-already, a failed child) gives the files up, and `kb import` builds the index after the import
-as before.
+temporary files only (the cache file, then kb search's word lists, the identifiers and the
+vocabulary, and the file's compressed parts the database stores, kb.shared_index); after the
+import commits, `install` renames them into the cache folder under the build lock. Anything
+else (an update, a table with records already, a failed child) gives the files up, and
+`kb import` builds the index after the import as before.
 """
 
 from __future__ import annotations
@@ -28,11 +28,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any, Final
 
+from kb.spelling import IDENTIFIERS, VOCABULARY, Vocabulary
+
 # The columns the build needs, in the order they travel (the documentation only as far as
 # kb.matcher.build.raising_function reads it).
 COLUMNS: Final = (
     "id",
     "repo",
+    "slug",
     "message_pattern",
     "error_message",
     "error_class",
@@ -47,6 +50,7 @@ DOC_CHARS: Final = 2000  # raising_function looks for a function name in this ma
 # A row's values in COLUMNS' order, taken in C: at 150,000 records 0.23-0.24 s of the
 # import's own time against 0.44 s for a generator of `row.get` per row (2026-12-04).
 _COLUMNS_OF: Final = operator.itemgetter(*COLUMNS)
+WORD_LISTS: Final = (IDENTIFIERS, VOCABULARY)  # kb search's, collected by the child
 TMP_PREFIX: Final = ".matcher-import-"  # not kb.matcher.lock's TMP_PATTERN: no lock is held
 TMP_SUFFIX: Final = ".part"
 _LENGTH: Final = struct.Struct("<Q")
@@ -152,20 +156,22 @@ class BackgroundBuild:
         except OSError:
             self.abandon()
             return False
-        self._install_identifiers(committed_revision)
+        self._install_word_lists(committed_revision)
         return True
 
-    def _install_identifiers(self, revision: str) -> None:
-        """The identifiers list the child collected, kept for kb search (kb.spelling): the
-        first misspelt search after an import then reads it instead of every message (12 s
-        at 1M records); without it, that search collects it as before."""
-        from kb.spelling import IDENTIFIERS, install_word_list
+    def _install_word_lists(self, revision: str) -> None:
+        """The word lists the child collected, kept for kb search (kb.spelling): the first
+        misspelt search after an import then reads them instead of every message (the
+        identifiers, 12 s at 1M records) and every slug, class, code and repository (the
+        vocabulary, 2.7 s at 1M); without them, that search collects them as before."""
+        from kb.spelling import install_word_list
 
-        written = identifiers_path(self.path)
-        try:
-            install_word_list(written, self.cache_dir, IDENTIFIERS, revision)
-        except OSError:
-            written.unlink(missing_ok=True)
+        for kind in WORD_LISTS:
+            written = word_list_path(self.path, kind)
+            try:
+                install_word_list(written, self.cache_dir, kind, revision)
+            except OSError:
+                written.unlink(missing_ok=True)
 
     def abandon(self) -> None:
         """Stop the child and remove its file."""
@@ -179,7 +185,8 @@ class BackgroundBuild:
         if child is not None:
             child.wait()
         self.path.unlink(missing_ok=True)
-        identifiers_path(self.path).unlink(missing_ok=True)
+        for kind in WORD_LISTS:
+            word_list_path(self.path, kind).unlink(missing_ok=True)
         parts_path(self.path).unlink(missing_ok=True)
 
     def _write(self, data: bytes) -> None:
@@ -257,15 +264,18 @@ def _batches(stream: IO[bytes]) -> Iterator[list[tuple[Any, ...]]]:
     raise EOFError("the import stopped before its last row")
 
 
-def _sources(stream: IO[bytes], identifiers: set[str]) -> Iterator[Any]:
-    """The records' build sources; the identifiers of their messages go into `identifiers`."""
+def _sources(stream: IO[bytes], identifiers: set[str], vocabulary: Vocabulary) -> Iterator[Any]:
+    """The records' build sources; the identifiers of their messages go into `identifiers`,
+    the words of their slugs, classes, codes and repositories into `vocabulary`
+    (kb.spelling.VOCABULARY_COLUMNS)."""
     from kb.matcher.build import PatternSource, raising_function
-    from kb.spelling import identifiers_in
+    from kb.spelling import VOCABULARY_COLUMNS, identifiers_in
 
     for batch in _batches(stream):
         for (
             record_id,
             repo,
+            slug,
             message_pattern,
             error_message,
             error_class,
@@ -277,6 +287,14 @@ def _sources(stream: IO[bytes], identifiers: set[str]) -> Iterator[Any]:
             documentation,
         ) in batch:
             identifiers.update(identifiers_in(error_message))
+            named = {
+                "slug": slug,
+                "repo": repo,
+                "error_class": error_class,
+                "error_code": error_code,
+            }
+            for column, whole in VOCABULARY_COLUMNS:
+                vocabulary.add(named[column], whole)
             yield PatternSource(
                 id=record_id,
                 repo=repo,
@@ -305,15 +323,18 @@ def main(argv: list[str]) -> int:
 
     path, revision = Path(argv[0]), argv[1]
     identifiers: set[str] = set()
+    vocabulary = Vocabulary()
     try:
-        write_cache_file(_sources(sys.stdin.buffer, identifiers), path, revision)
+        write_cache_file(_sources(sys.stdin.buffer, identifiers, vocabulary), path, revision)
     except BaseException:
         path.unlink(missing_ok=True)
         raise
-    try:  # no fsync: a list lost in a crash is collected again by the search that needs it
-        identifiers_path(path).write_text("\n".join(sorted(identifiers)), encoding="utf-8")
-    except OSError:  # the index is what counts: without the list, a search collects it
-        identifiers_path(path).unlink(missing_ok=True)
+    for kind, words in ((IDENTIFIERS, sorted(identifiers)), (VOCABULARY, vocabulary.listed())):
+        written = word_list_path(path, kind)
+        try:  # no fsync: a list lost in a crash is collected again by the search that needs it
+            written.write_text("\n".join(words), encoding="utf-8")
+        except OSError:  # the index is what counts: without the list, a search collects it
+            written.unlink(missing_ok=True)
     try:  # without them, the import's end compresses the file itself
         write_parts(path, parts_path(path))
     except OSError:
@@ -321,10 +342,11 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-def identifiers_path(path: Path) -> Path:
-    """Where the child writes the identifiers list beside the cache file at `path` (a name
-    kb.matcher.lock takes for a leftover of a killed import too)."""
-    return _beside(path, "identifiers")
+def word_list_path(path: Path, kind: str) -> Path:
+    """Where the child writes the `kind` word list (kb.spelling's IDENTIFIERS, VOCABULARY)
+    beside the cache file at `path` (a name kb.matcher.lock takes for a leftover of a killed
+    import too)."""
+    return _beside(path, kind)
 
 
 def parts_path(path: Path) -> Path:
