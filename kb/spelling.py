@@ -149,8 +149,9 @@ SEEN_VALUES: Final = 100_000
 
 
 class Vocabulary:
-    """The vocabulary's words, added value by value (VOCABULARY_COLUMNS says which values and
-    whether each is a word whole too), then `listed` as the word list keeps them."""
+    """The vocabulary's words, added a column's values at a time (VOCABULARY_COLUMNS says
+    which columns, and whether a value is a word whole too), then `listed` as the word list
+    keeps them."""
 
     def __init__(self) -> None:
         self.words: set[str] = set()

@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any, Final
 
-from kb.spelling import IDENTIFIERS, VOCABULARY, Vocabulary
+from kb.spelling import IDENTIFIERS, VOCABULARY, VOCABULARY_COLUMNS, Vocabulary, identifiers_in
 
 # The columns the build needs, in the order they travel (the documentation only as far as
 # kb.matcher.build.raising_function reads it).
@@ -270,7 +270,6 @@ def _sources(stream: IO[bytes], identifiers: set[str], vocabulary: Vocabulary) -
     the words of their slugs, classes, codes and repositories into `vocabulary`
     (kb.spelling.VOCABULARY_COLUMNS)."""
     from kb.matcher.build import PatternSource, raising_function
-    from kb.spelling import VOCABULARY_COLUMNS, identifiers_in
 
     for batch in _batches(stream):
         for column, whole in VOCABULARY_COLUMNS:
