@@ -132,6 +132,29 @@ def test_the_cut_is_a_line_end_with_the_overlap_on_both_sides(tmp_path: Path) ->
     assert data[found.head - 1 : found.head] == b"\n"
 
 
+@pytest.mark.parametrize("width", [40, 700])
+def test_the_overlap_is_found_past_the_first_read_around_the_cut(
+    tmp_path: Path, width: int
+) -> None:
+    """Lines long enough that OVERLAP_LINES of them do not fit in the first, short read above
+    and below the cut (700 bytes: 1,000 lines are 700 KB): the plan reads further."""
+    log = tmp_path / "wide.log"
+    lines = [f"{n:06d} " + "x" * (width - 8) for n in range(1, 4001)]
+    log.write_bytes(("\n".join(lines) + "\n").encode())
+    data = log.read_bytes()
+    assert (width * split.OVERLAP_LINES > split.READ_SIZES[0]) == (width == 700)
+    with open(log, "rb") as fh, pytest.MonkeyPatch.context() as mp:
+        mp.setattr(split, "SPLIT_MIN_BYTES", 0)
+        found = split.plan(fh)
+    assert found is not None
+    assert data[found.cut - 1 : found.cut] == b"\n"
+    assert found.cut_line == data[: found.cut].count(b"\n") + 1
+    assert data[found.head : found.cut].count(b"\n") == split.OVERLAP_LINES
+    assert data[found.cut : found.tail].count(b"\n") == split.OVERLAP_LINES
+    assert found.head_line == found.cut_line - split.OVERLAP_LINES
+    assert data[found.head - 1 : found.head] == b"\n"
+
+
 def test_a_failed_child_leaves_its_part_to_the_parent(
     index: MatcherIndex, tmp_path: Path, small_split: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
