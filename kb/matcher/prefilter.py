@@ -214,7 +214,9 @@ class Prefilter:
         scratches: list[Any] | None = None
         if in_thread:
             if self._thread_scratches is None:  # small pastes never scan in a thread
-                self._thread_scratches = [hyperscan.Scratch(db) for db in self._dbs]
+                # copies of the main thread's: allocating a scratch for a database reads the
+                # database (7 shards at 1M records: 7.8 ms), copying one does not (0.02 ms)
+                self._thread_scratches = [db.scratch.clone() for db in self._dbs]
             scratches = self._thread_scratches
             with _QUICK_HANDOFF:
                 return _scan_in_two(self._dbs, data, scratches)
