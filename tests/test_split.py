@@ -6,6 +6,7 @@ import io
 import os
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -220,6 +221,48 @@ def test_an_error_in_the_parent_kills_and_reaps_the_child(
     with pytest.raises(ChildProcessError):
         os.waitpid(child, os.WNOHANG)  # reaped already
     assert not Path(f"/proc/{child}").exists()  # and gone, not left running
+
+
+def test_a_childs_exit_is_not_waited_for_yet_every_child_is_reaped(
+    index: MatcherIndex, tmp_path: Path, small_split: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The parent folds the parts while a child that wrote its part exits; the next split
+    match reaps it once it is gone, and reap_children (registered to run at exit) the rest."""
+    log = big_log(tmp_path / "big.log", 0)
+    forked: list[int] = []
+    fork = os.fork
+
+    def recorded() -> int:
+        pid = fork()
+        if pid:
+            forked.append(pid)
+        return pid
+
+    monkeypatch.setattr(os, "fork", recorded)
+    index.match(log, split=True)
+    (first,) = forked
+    deadline = time.monotonic() + 30
+    while _state(first) != "Z":  # exited, not yet reaped: a zombie only its parent can clear
+        assert time.monotonic() < deadline, f"child {first} did not exit"
+        time.sleep(0.01)
+    index.match(log, split=True)
+    with pytest.raises(ChildProcessError):
+        os.waitpid(first, os.WNOHANG)  # reaped by the second match
+    second = forked[1]
+    split.reap_children()
+    with pytest.raises(ChildProcessError):
+        os.waitpid(second, os.WNOHANG)
+    assert not Path(f"/proc/{second}").exists()
+    assert split._EXITING == []
+
+
+def _state(pid: int) -> str:
+    """A process's state letter from /proc ("Z": a zombie), "" when there is no such process."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return ""
+    return stat.rsplit(")", 1)[1].split()[0]
 
 
 def test_what_is_never_split(index: MatcherIndex, tmp_path: Path, small_split: None) -> None:
