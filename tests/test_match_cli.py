@@ -174,6 +174,62 @@ NOT_ON_THE_COLD_PATH = {
 NEAR_MISS_SEARCH = {"rapidfuzz", "kb.matcher.fuzzy", "kb.patterns"}
 
 
+# Runs the CLI as `kb ARGS...`; an atexit handler says it ran and leaves an object that says
+# so when the interpreter's finalization frees it (made then, so no earlier gc.freeze() keeps
+# it: the finalization frees it with the sys module's attributes).
+NOTES_ITS_END = (
+    "import atexit, os, sys\n"
+    "class Late:\n"
+    "    def __del__(self, write=os.write):\n"
+    "        write(2, b'finalized\\n')\n"
+    "def last():\n"
+    "    sys.stderr.write('atexit ran\\n')\n"
+    "    sys.kb_late = Late()\n"
+    "atexit.register(last)\n"
+    "sys.argv = ['kb', *sys.argv[1:]]\n"
+    "from kb.cli import main\n"
+    "main()\n"
+)
+
+
+def test_a_match_ends_without_the_interpreters_finalization_and_loses_nothing(
+    tmp_path: Path, db_url: str
+) -> None:
+    """kb.cli.exit_now: `kb match` ends with its output flushed whole through a pipe, its exit
+    status (0 found, 1 nothing found, 2 no such file) and its atexit handlers run, but without
+    the interpreter freeing every object (the object's __del__ never runs); another command
+    ends as Python ends any program."""
+    env = dict(os.environ, KB_DATABASE_URL=db_url)
+    subprocess.run([sys.executable, "-m", "kb", "import", "-q", str(SEED)], env=env, check=True)
+    (tmp_path / "app.log").write_text(LOG)
+    (tmp_path / "clean.log").write_text(CLEAN)
+
+    def kb(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-c", NOTES_ITS_END, *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    found = kb("match", "--json", str(tmp_path / "app.log"))
+    assert found.returncode == 0, found.stderr
+    assert json.loads(found.stdout)["matches"][0]["id"] == "46a1fcb95e0d367e"
+    assert found.stderr.splitlines()[-1:] == ["atexit ran"]
+    text = kb("match", str(tmp_path / "app.log"))
+    assert text.returncode == 0 and "Unknown KV cache group kind" in text.stdout
+    assert text.stdout.endswith("\n") and "finalized" not in text.stderr
+    clean = kb("match", "--json", str(tmp_path / "clean.log"))
+    assert clean.returncode == 1 and json.loads(clean.stdout)["matches"] == []
+    assert "finalized" not in clean.stderr and "atexit ran" in clean.stderr
+    missing = kb("match", str(tmp_path / "no-such.log"))
+    assert missing.returncode == 2 and "cannot read" in missing.stderr
+    other = kb("stats", "--json")
+    assert other.returncode == 0 and json.loads(other.stdout)
+    assert other.stderr.splitlines()[-2:] == ["atexit ran", "finalized"]
+
+
 @pytest.mark.parametrize("reworded", [False, True], ids=["exact", "reworded"])
 def test_a_cold_match_imports_no_database_layer_no_build_and_no_near_miss_search_unless_tried(
     tmp_path: Path, reworded: bool, db_url: str

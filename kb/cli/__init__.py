@@ -14,7 +14,7 @@ from typing import cast
 import click
 
 from kb import __version__
-from kb.cli.shared import KbGroup
+from kb.cli.shared import ONE_SHOT, KbGroup
 
 # Where each command lives, "module:name": imported when it runs or a help lists it.
 COMMANDS = {
@@ -66,8 +66,13 @@ def cli(ctx: click.Context, db: str | None) -> None:
 
 
 def main() -> None:
+    ONE_SHOT["ends_quickly"] = False  # set by the command this process runs, if it may
     try:
         cli(prog_name="kb")
+    except SystemExit as done:
+        if ONE_SHOT["ends_quickly"] and (done.code is None or isinstance(done.code, int)):
+            exit_now(done.code or 0)
+        raise
     except Exception:
         # A bug, not a KbError: the traceback is for a bug report, with any password that a
         # database URL or a driver's message put in it masked.
@@ -77,3 +82,26 @@ def main() -> None:
 
         sys.stderr.write(masked(traceback.format_exc()))
         sys.exit(1)
+
+
+def exit_now(code: int) -> None:
+    """End the process with `code` as a normal exit would (output flushed, non-daemon threads
+    waited for, the atexit handlers run) but without the interpreter's finalization, which frees
+    every object and module one by one where the kernel frees the process's memory at once:
+    6-7 ms after a `kb match` of big.log at 150,000 and 1M records (2026-12-05). Returns, and
+    the exit goes on as usual, when the output cannot be flushed (a reader gone)."""
+    import atexit
+    import os
+    import threading
+
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        return
+    main_thread = threading.main_thread()
+    for thread in threading.enumerate():
+        if thread is not main_thread and not thread.daemon:
+            thread.join()
+    atexit._run_exitfuncs()
+    os._exit(code)
