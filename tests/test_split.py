@@ -8,7 +8,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 
@@ -119,7 +119,12 @@ def test_a_cut_inside_a_traceback_reports_what_one_pass_does(
 
 
 def test_the_cut_is_a_line_end_with_the_overlap_on_both_sides(tmp_path: Path) -> None:
-    log = big_log(tmp_path / "big.log", 0)
+    assert_cut_well(big_log(tmp_path / "big.log", 0))
+
+
+def assert_cut_well(log: Path) -> None:
+    """The plan of `log` cuts it at a line end, OVERLAP_LINES whole lines each side, with the
+    line numbers the file itself gives."""
     data = log.read_bytes()
     with open(log, "rb") as fh, pytest.MonkeyPatch.context() as mp:
         mp.setattr(split, "SPLIT_MIN_BYTES", 0)
@@ -142,18 +147,8 @@ def test_the_overlap_is_found_past_the_first_read_around_the_cut(
     log = tmp_path / "wide.log"
     lines = [f"{n:06d} " + "x" * (width - 8) for n in range(1, 4001)]
     log.write_bytes(("\n".join(lines) + "\n").encode())
-    data = log.read_bytes()
     assert (width * split.OVERLAP_LINES > split.READ_SIZES[0]) == (width == 700)
-    with open(log, "rb") as fh, pytest.MonkeyPatch.context() as mp:
-        mp.setattr(split, "SPLIT_MIN_BYTES", 0)
-        found = split.plan(fh)
-    assert found is not None
-    assert data[found.cut - 1 : found.cut] == b"\n"
-    assert found.cut_line == data[: found.cut].count(b"\n") + 1
-    assert data[found.head : found.cut].count(b"\n") == split.OVERLAP_LINES
-    assert data[found.cut : found.tail].count(b"\n") == split.OVERLAP_LINES
-    assert found.head_line == found.cut_line - split.OVERLAP_LINES
-    assert data[found.head - 1 : found.head] == b"\n"
+    assert_cut_well(log)
 
 
 def test_a_failed_child_leaves_its_part_to_the_parent(
@@ -223,14 +218,19 @@ def test_an_error_in_the_parent_kills_and_reaps_the_child(
     assert not Path(f"/proc/{child}").exists()  # and gone, not left running
 
 
+# How long each child of the test below takes to exit after writing its part.
+SLOW_EXIT_S = 3.0
+
+
 def test_a_childs_exit_is_not_waited_for_yet_every_child_is_reaped(
     index: MatcherIndex, tmp_path: Path, small_split: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The parent folds the parts while a child that wrote its part exits; the next split
-    match reaps it once it is gone, and reap_children (registered to run at exit) the rest."""
+    """The parent folds the parts while a child that wrote its part exits (here, slowly); the
+    next split match reaps it once it is gone, and reap_children (run at exit) the rest."""
     log = big_log(tmp_path / "big.log", 0)
+    parent = os.getpid()
     forked: list[int] = []
-    fork = os.fork
+    fork, exit_now = os.fork, os._exit
 
     def recorded() -> int:
         pid = fork()
@@ -238,9 +238,17 @@ def test_a_childs_exit_is_not_waited_for_yet_every_child_is_reaped(
             forked.append(pid)
         return pid
 
+    def slow_exit(status: int) -> NoReturn:
+        if os.getpid() != parent:
+            time.sleep(SLOW_EXIT_S)
+        exit_now(status)
+
     monkeypatch.setattr(os, "fork", recorded)
-    index.match(log, split=True)
+    monkeypatch.setattr(os, "_exit", slow_exit)
+    assert "parts" in index.match(log, split=True).stats
     (first,) = forked
+    assert _state(first) not in ("", "Z")  # the match is over, its child still exiting
+    assert split._exiting == [first]
     deadline = time.monotonic() + 30
     while _state(first) != "Z":  # exited, not yet reaped: a zombie only its parent can clear
         assert time.monotonic() < deadline, f"child {first} did not exit"
@@ -249,11 +257,12 @@ def test_a_childs_exit_is_not_waited_for_yet_every_child_is_reaped(
     with pytest.raises(ChildProcessError):
         os.waitpid(first, os.WNOHANG)  # reaped by the second match
     second = forked[1]
+    assert split._exiting == [second]
     split.reap_children()
     with pytest.raises(ChildProcessError):
         os.waitpid(second, os.WNOHANG)
     assert not Path(f"/proc/{second}").exists()
-    assert split._EXITING == []
+    assert split._exiting == []
 
 
 def _state(pid: int) -> str:

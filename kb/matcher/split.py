@@ -258,7 +258,7 @@ def run(found: Plan, new_scan: Callable[[], LogScan]) -> LogScan | None:
 # the memory it copied, took 5-7 ms after its part was written (big.log at 150,000 and 1M
 # records, 2026-12-05), and the parent waited for it before folding the parts and writing the
 # report. Each call reaps those gone by then, and the process those left at its exit.
-_EXITING: list[int] = []
+_exiting: list[int] = []
 _reaper_registered = False
 
 
@@ -269,22 +269,22 @@ def _reap_later(pid: int) -> None:
 
         atexit.register(reap_children)
         _reaper_registered = True
-    _EXITING.append(pid)
-    for child in list(_EXITING):
+    _exiting.append(pid)
+    for child in list(_exiting):
         try:
             gone, _status = os.waitpid(child, os.WNOHANG)
         except ChildProcessError:  # reaped by someone else (a caller's own waitpid(-1))
             gone = child
         if gone:
-            _EXITING.remove(child)
+            _exiting.remove(child)
 
 
 def reap_children() -> None:
     """Wait for every child whose part was read (at exit, or when a caller wants none left)."""
-    while _EXITING:
+    while _exiting:
         with contextlib.suppress(ChildProcessError):
-            os.waitpid(_EXITING[-1], 0)
-        _EXITING.pop()
+            os.waitpid(_exiting[-1], 0)
+        _exiting.pop()
 
 
 def _scan(scan: LogScan, owned: tuple[int, int]) -> LogScan:
