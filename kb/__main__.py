@@ -1,5 +1,5 @@
 """`python -m kb`."""
 
-from kb.cli import main
+from kb.cli import program
 
-main()
+program()

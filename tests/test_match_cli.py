@@ -187,18 +187,31 @@ NOTES_ITS_END = (
     "    sys.kb_late = Late()\n"
     "atexit.register(last)\n"
     "sys.argv = ['kb', *sys.argv[1:]]\n"
+    "from kb.cli import program\n"
+    "program()\n"
+)
+
+
+# Calls kb.cli.main() as a wrapper would, and says what main() ended with.
+WRAPS_MAIN = (
+    "import sys\n"
+    "sys.argv = ['kb', *sys.argv[1:]]\n"
     "from kb.cli import main\n"
-    "main()\n"
+    "try:\n"
+    "    main()\n"
+    "except SystemExit as done:\n"
+    "    sys.stderr.write(f'after main: {done.code}\\n')\n"
 )
 
 
 def test_a_match_ends_without_the_interpreters_finalization_and_loses_nothing(
     tmp_path: Path, db_url: str
 ) -> None:
-    """kb.cli.exit_now: `kb match` ends with its output flushed whole through a pipe, its exit
-    status (0 found, 1 nothing found, 2 no such file) and its atexit handlers run, but without
-    the interpreter freeing every object (the object's __del__ never runs); another command
-    ends as Python ends any program."""
+    """kb.cli.program (the `kb` program) and exit_now: `kb match` ends with its output flushed
+    whole through a pipe, its exit status (0 found, 1 nothing found, 2 no such file) and its
+    atexit handlers run, but without the interpreter freeing every object (the object's
+    __del__ never runs); another command ends as Python ends any program, and main() called
+    by other code returns to it."""
     env = dict(os.environ, KB_DATABASE_URL=db_url)
     subprocess.run([sys.executable, "-m", "kb", "import", "-q", str(SEED)], env=env, check=True)
     (tmp_path / "app.log").write_text(LOG)
@@ -228,6 +241,15 @@ def test_a_match_ends_without_the_interpreters_finalization_and_loses_nothing(
     other = kb("stats", "--json")
     assert other.returncode == 0 and json.loads(other.stdout)
     assert other.stderr.splitlines()[-2:] == ["atexit ran", "finalized"]
+    # main() itself never ends the process: a caller's own code after it still runs
+    wrapped = subprocess.run(
+        [sys.executable, "-c", WRAPS_MAIN, "match", "--json", str(tmp_path / "app.log")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert wrapped.returncode == 0 and wrapped.stderr.splitlines()[-1:] == ["after main: 0"]
 
 
 @pytest.mark.parametrize("reworded", [False, True], ids=["exact", "reworded"])

@@ -65,14 +65,22 @@ def cli(ctx: click.Context, db: str | None) -> None:
     ctx.obj["db"] = db
 
 
-def main() -> None:
-    ONE_SHOT["ends_quickly"] = False  # set by the command this process runs, if it may
+def program() -> None:
+    """The `kb` program (its console script, and `python -m kb`): main(), then, where the
+    command allows it, the process's end without the interpreter's finalization (exit_now).
+    main() itself returns or raises SystemExit, for callers that go on after it."""
     try:
-        cli(prog_name="kb")
+        main()
     except SystemExit as done:
         if ONE_SHOT["ends_quickly"] and (done.code is None or isinstance(done.code, int)):
             exit_now(done.code or 0)
         raise
+
+
+def main() -> None:
+    ONE_SHOT["ends_quickly"] = False  # set by the command this process runs, if it may
+    try:
+        cli(prog_name="kb")
     except Exception:
         # A bug, not a KbError: the traceback is for a bug report, with any password that a
         # database URL or a driver's message put in it masked.
