@@ -83,9 +83,9 @@ def _loaded(blob: bytes) -> Any:
 def _read_ahead(items: Generator[bytes, None, None]) -> Iterator[bytes]:
     """`items`, the next read in a thread of its own while the caller works on the one before:
     reading a shard's blob lets go of the GIL and Hyperscan's loading does not, so the two
-    overlap. At a million records (7 shards, 75 MB) the load took 100-110 ms against 126-137
-    in turn (five processes each, 2026-12-05). At most READ_AHEAD items wait at once; an error
-    of the reading is raised here, where the item was wanted."""
+    overlap. At a million records (7 shards, 75 MB) the load took 114 ms against 132 in turn
+    (medians of ten processes each, 2026-12-05). At most READ_AHEAD items wait at once; an
+    error of the reading is raised here, where the item was wanted."""
     import queue  # here: a paste that is looked up by its words never loads the shards
 
     ready: queue.Queue[tuple[bytes | None, BaseException | None]] = queue.Queue(READ_AHEAD)

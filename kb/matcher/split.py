@@ -22,6 +22,7 @@ records 0.738 against 0.860.
 
 from __future__ import annotations
 
+import atexit
 import codecs
 import contextlib
 import io
@@ -259,16 +260,9 @@ def run(found: Plan, new_scan: Callable[[], LogScan]) -> LogScan | None:
 # records, 2026-12-05), and the parent waited for it before folding the parts and writing the
 # report. Each call reaps those gone by then, and the process those left at its exit.
 _exiting: list[int] = []
-_reaper_registered = False
 
 
 def _reap_later(pid: int) -> None:
-    global _reaper_registered
-    if not _reaper_registered:
-        import atexit  # here: only a split match has a child to reap
-
-        atexit.register(reap_children)
-        _reaper_registered = True
     _exiting.append(pid)
     for child in list(_exiting):
         try:
@@ -285,6 +279,9 @@ def reap_children() -> None:
         with contextlib.suppress(ChildProcessError):
             os.waitpid(_exiting[-1], 0)
         _exiting.pop()
+
+
+atexit.register(reap_children)  # nothing to do unless a split match left a child exiting
 
 
 def _scan(scan: LogScan, owned: tuple[int, int]) -> LogScan:
