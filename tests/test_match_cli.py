@@ -166,10 +166,12 @@ LIST_MODULES_AT_EXIT = (
     "main()\n"
 )
 # What a cold `kb match` has no use for: the database layer, the matcher's build and the user
-# folders' library (kb.config reads the XDG rules itself); and, unless a near miss is tried,
-# the near-miss search (with kb.patterns, which reads templates).
+# folders' library (kb.config reads the XDG rules itself), and for a log too small to split the
+# C heap's settings (kb.matcher.heap); and, unless a near miss is tried, the near-miss search
+# (with kb.patterns, which reads templates).
 NOT_ON_THE_COLD_PATH = {
-    "sqlalchemy", "alembic", "kb.knowledge", "kb.matcher.build", "platformdirs"
+    "sqlalchemy", "alembic", "kb.knowledge", "kb.matcher.build", "platformdirs",
+    "kb.matcher.heap",
 }  # fmt: skip
 NEAR_MISS_SEARCH = {"rapidfuzz", "kb.matcher.fuzzy", "kb.patterns"}
 

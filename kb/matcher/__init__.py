@@ -15,6 +15,7 @@
   unexplained the error-looking lines no record explains (imported only when there is one)
   index       MatcherIndex: a loaded cache, and match()
   split       a big log file matched in two parts at once, the second in a forked child
+  heap        the C heap of such a one-shot match on transparent huge pages
 
 The build is imported only by what builds (its names here load it when first used), so a
 cold `kb match` never pays for kb.patterns or the Hyperscan compiler.

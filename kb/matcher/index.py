@@ -64,7 +64,8 @@ class MatcherIndex:
         seconds (None: no limit) the log is read no further: what was found so far is
         reported, with `stats["stopped"] = "timeout"`. `split`: a big log file may be matched
         in two parts at once, the second in a forked process (kb.matcher.split; a one-shot
-        process such as `kb match` asks for it, a library caller need not expect a fork)."""
+        process such as `kb match` asks for it, a library caller need not expect a fork, nor
+        its C heap kept on huge pages from then on, kb.matcher.heap)."""
         if min_score is not None and not 0 <= min_score <= 1:  # also refuses NaN
             raise ValueError(f"min_score must be a number from 0 to 1, got {min_score!r}")
         started = time.perf_counter()
@@ -115,6 +116,9 @@ class MatcherIndex:
 
             found = halves.plan(text)
             if found is not None:
+                from kb.matcher import heap
+
+                heap.on_huge_pages()  # `split`: a one-shot process, whose heap this may set
                 self._prefilter.load()  # before the fork: the child has the databases too
                 both = halves.run(found, new_scan)
                 if both is not None:

@@ -1,0 +1,90 @@
+"""The C heap of a one-shot big match on transparent huge pages (kb.matcher.heap)."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kb.matcher import heap
+
+THP = Path("/sys/kernel/mm/transparent_hugepage")
+
+# In a process of its own (the settings last for the process): a 20 MB allocation after the
+# call, where it lands, and the flags of the heap's mappings.
+SETS_THE_HEAP = """
+import json, sys
+from kb.matcher import heap
+advised = heap.on_huge_pages()
+span = heap.heap_span(heap.MAPS)
+big = bytes(20 << 20)
+flags, start = [], None
+with open("/proc/self/smaps") as lines:
+    for line in lines:
+        head = line.split()
+        if "-" in head[0] and len(head) >= 5:
+            start = int(head[0].split("-")[0], 16)
+        elif head[0] == "VmFlags:" and span and span[0] <= start < span[1]:
+            flags.append(head[1:])
+print(json.dumps({"advised": advised, "span": span, "big": id(big), "flags": flags}))
+"""
+
+
+@pytest.mark.skipif(
+    not sys.platform.startswith("linux") or platform.libc_ver()[0] != "glibc" or not THP.is_dir(),
+    reason="the heap is set only on Linux with glibc and transparent huge pages built in",
+)
+def test_the_heap_grows_on_huge_pages_and_keeps_big_allocations() -> None:
+    run = subprocess.run(
+        [sys.executable, "-c", SETS_THE_HEAP],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "GLIBC_TUNABLES": ""},  # glibc's own settings, not a user's
+    )
+    found = json.loads(run.stdout)
+    assert found["advised"] is True
+    start, end = found["span"]
+    assert end - start >= heap.HEAP_PAD  # grown at once
+    # an allocation of 20 MB (glibc's own threshold: 128 KB) comes from the heap, not from a
+    # mapping of its own
+    assert start <= found["big"] < end
+    # the heap's whole huge pages are advised (one of its mappings)
+    assert any("hg" in flags for flags in found["flags"])
+
+
+def test_off_linux_nothing_is_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "platform", "darwin")
+    assert heap.on_huge_pages() is False
+
+
+def test_the_heap_is_read_from_the_maps_file(tmp_path: Path) -> None:
+    maps = tmp_path / "maps"
+    maps.write_text(
+        "55d0c0a00000-55d0c0a21000 r--p 00000000 103:02 1234 /usr/bin/python3.11\n"
+        "55d0c1e4f000-55d0d2f4f000 rw-p 00000000 00:00 0                          [heap]\n"
+        "7f3a40000000-7f3a40021000 rw-p 00000000 00:00 0 \n"
+    )
+    assert heap.heap_span(str(maps)) == (0x55D0C1E4F000, 0x55D0D2F4F000)
+    # once advised, the heap is three mappings: its huge pages between two others
+    maps.write_text(
+        "55d0c1e4f000-55d0c2000000 rw-p 00000000 00:00 0                          [heap]\n"
+        "55d0c2000000-55d0d2e00000 rw-p 00000000 00:00 0                          [heap]\n"
+        "55d0d2e00000-55d0d2f4f000 rw-p 00000000 00:00 0                          [heap]\n"
+    )
+    assert heap.heap_span(str(maps)) == (0x55D0C1E4F000, 0x55D0D2F4F000)
+    maps.write_text("7f3a40000000-7f3a40021000 rw-p 00000000 00:00 0 \n")
+    assert heap.heap_span(str(maps)) is None
+
+
+def test_only_whole_huge_pages_are_advised() -> None:
+    page = heap.HUGE_PAGE
+    assert heap._huge_aligned(page - 4096, 3 * page + 4096) == (page, 3 * page)
+    assert heap._huge_aligned(page, 2 * page) == (page, 2 * page)
+    start, end = heap._huge_aligned(page + 1, 2 * page - 1)  # no whole page inside
+    assert end <= start
