@@ -225,6 +225,14 @@ def run(found: Plan, new_scan: Callable[[], LogScan]) -> LogScan | None:
     import pickle
     import signal
 
+    # What both parts of a big log import, imported once, before the fork: RE2 for the
+    # verification and the pass over unexplained lines (after it, both processes paid for them,
+    # the child on the critical path).
+    import re2  # noqa: F401
+
+    from kb import regex  # noqa: F401
+    from kb.matcher import unexplained  # noqa: F401
+
     read_end, write_end = os.pipe()
     try:
         pid = os.fork()
