@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from kb.matcher import heap
+from tests.conftest import SEED
 
 THP = Path("/sys/kernel/mm/transparent_hugepage")
 
@@ -35,10 +36,35 @@ print(json.dumps({"advised": advised, "span": span, "big": id(big), "flags": fla
 """
 
 
-@pytest.mark.skipif(
+ON_GLIBC_WITH_THP = pytest.mark.skipif(
     not sys.platform.startswith("linux") or platform.libc_ver()[0] != "glibc" or not THP.is_dir(),
     reason="the heap is set only on Linux with glibc and transparent huge pages built in",
 )
+
+# Runs the `kb` program; at its end says whether kb.matcher.heap was imported and whether a
+# mapping of the heap is advised as huge pages (VmFlags "hg"; each mapping's line in smaps
+# ends with its name, "[heap]" for the heap's).
+SAYS_HOW_THE_HEAP_ENDED = """
+import atexit, sys
+def said():
+    imported = "kb.matcher.heap" in sys.modules
+    advised = in_heap = False
+    with open("/proc/self/smaps") as lines:
+        for line in lines:
+            head = line.split()
+            if "-" in head[0] and len(head) >= 5:
+                in_heap = head[-1] == "[heap]"
+            elif head[0] == "VmFlags:" and in_heap:
+                advised = advised or "hg" in head[1:]
+    sys.stderr.write(f"heap imported={imported} advised={advised}\\n")
+atexit.register(said)
+sys.argv = ["kb", *sys.argv[1:]]
+from kb.cli import program
+program()
+"""
+
+
+@ON_GLIBC_WITH_THP
 def test_the_heap_grows_on_huge_pages_and_keeps_big_allocations() -> None:
     run = subprocess.run(
         [sys.executable, "-c", SETS_THE_HEAP],
@@ -88,3 +114,28 @@ def test_only_whole_huge_pages_are_advised() -> None:
     assert heap._huge_aligned(page, 2 * page) == (page, 2 * page)
     start, end = heap._huge_aligned(page + 1, 2 * page - 1)  # no whole page inside
     assert end <= start
+
+
+@ON_GLIBC_WITH_THP
+def test_kb_match_of_a_big_file_sets_the_heap_and_of_a_small_one_does_not(tmp_path: Path) -> None:
+    env = {**os.environ, "KB_DATABASE_URL": str(tmp_path / "kb.sqlite3"), "GLIBC_TUNABLES": ""}
+    subprocess.run([sys.executable, "-m", "kb", "import", "-q", str(SEED)], env=env, check=True)
+    line = "2026-12-05T01:00:00Z INFO tick, nothing to see here, all is well and quiet\n"
+    big, small = tmp_path / "big.log", tmp_path / "small.log"
+    big.write_text(line * (17 * (1 << 20) // len(line)))  # past split.SPLIT_MIN_BYTES (16 MB)
+    small.write_text(line * 100)
+    ended = {}
+    for log in (big, small):
+        run = subprocess.run(
+            [sys.executable, "-c", SAYS_HOW_THE_HEAP_ENDED, "match", "--json", str(log)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert run.returncode == 1, run.stderr  # nothing found: chatter only
+        ended[log.name] = (json.loads(run.stdout)["stats"].get("parts"), run.stderr.split()[-2:])
+    assert ended == {
+        "big.log": (2, ["imported=True", "advised=True"]),
+        "small.log": (None, ["imported=False", "advised=False"]),
+    }

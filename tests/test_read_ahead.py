@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Generator
 
 import pytest
@@ -46,4 +47,17 @@ def test_a_caller_that_stops_early_leaves_no_reader_behind() -> None:
     items.close()  # a load that failed on its first blob
     assert log[-1] == "closed in kb-shards"
     assert len([line for line in log if line.startswith("read")]) < 50
+    assert not any(t.name == "kb-shards" for t in threading.enumerate())
+
+
+def test_the_reader_starts_before_the_first_blob_is_asked_for() -> None:
+    """kb.matcher.split counts a big log's lines while the first blob is read."""
+    log: list[str] = []
+    items = _read_ahead(_blobs(3, log))
+    for _ in range(500):  # the reader reads the first blob, and waits for room for the next
+        if log:
+            break
+        time.sleep(0.01)
+    assert log[:1] == ["read 0 in kb-shards"]
+    assert list(items) == [bytes([i]) * 3 for i in range(3)]
     assert not any(t.name == "kb-shards" for t in threading.enumerate())

@@ -12,7 +12,7 @@ from typing import Any, NoReturn
 
 import pytest
 
-from kb.matcher import MatcherIndex, build_index, sources_from_records, split
+from kb.matcher import MatcherIndex, build_index, load_index, sources_from_records, split
 from kb.matcher.cache import CacheReader
 from kb.matcher.scan import LogScan
 from tests.test_matcher import EXTRA, FIXTURES, NOISE, fixture_records
@@ -309,3 +309,42 @@ def test_no_child_to_be_had_reads_the_log_in_one_pass(
 
     monkeypatch.setattr(os, "fork", no_fork)
     assert report_of(index, log, split_it=True) == one  # no "parts": one pass
+
+
+def test_work_before_the_count_runs_once_and_only_for_a_log_that_is_cut(tmp_path: Path) -> None:
+    """kb.matcher.index reads the shards' blobs while the lines above the cut are counted."""
+    log = big_log(tmp_path / "big.log", 0)
+    calls: list[int] = []
+    with open(log, "rb") as fh, pytest.MonkeyPatch.context() as mp:
+        mp.setattr(split, "SPLIT_MIN_BYTES", 0)
+        found = split.plan(fh, before_counting=lambda: calls.append(1))
+        assert found is not None and calls == [1]
+        fh.seek(0)
+        assert split.plan(fh) == found  # the same plan without it
+        mp.setattr(split, "SPLIT_MIN_BYTES", log.stat().st_size + 1)
+        fh.seek(0)
+        assert split.plan(fh, before_counting=lambda: calls.append(2)) is None
+    assert calls == [1]  # not called for a log read in one pass
+
+
+def test_a_count_that_fails_after_the_blobs_were_asked_for_still_loads_them(
+    index: MatcherIndex, tmp_path: Path, small_split: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The plan fails after its reader of the shards' blobs started (the file unreadable at
+    the count): the blobs are still loaded and the reader ended, and the log is read in one
+    pass."""
+    log = big_log(tmp_path / "big.log", 0)
+    one = report_of(index, log, split_it=False)
+    cache = index._reader._path
+    assert cache is not None
+    fresh = load_index(cache.parent, "split-rev")  # its shards not loaded yet
+    assert fresh is not None and not fresh._prefilter.loaded
+
+    def unreadable(fd: int, start: int, end: int) -> int:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(split, "_newlines", unreadable)
+    two = report_of(fresh, log, split_it=True)
+    assert "parts" not in two["stats"] and two == one
+    assert fresh._prefilter.loaded and not fresh._prefilter.reading
+    assert not any(t.name == "kb-shards" for t in threading.enumerate())

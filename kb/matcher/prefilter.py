@@ -80,12 +80,14 @@ def _loaded(blob: bytes) -> Any:
     return db
 
 
-def _read_ahead(items: Generator[bytes, None, None]) -> Iterator[bytes]:
-    """`items`, the next read in a thread of its own while the caller works on the one before:
-    reading a shard's blob lets go of the GIL and Hyperscan's loading does not, so the two
-    overlap. At a million records (7 shards, 75 MB) the load took 114 ms against 132 in turn
-    (medians of ten processes each, 2026-12-05). At most READ_AHEAD items wait at once; an
-    error of the reading is raised here, where the item was wanted."""
+def _read_ahead(items: Generator[bytes, None, None]) -> Generator[bytes, None, None]:
+    """`items`, read from now on in a thread of its own, the next while the caller works on
+    the one before: reading a shard's blob lets go of the GIL and Hyperscan's loading does
+    not, so the two overlap. At a million records (7 shards, 75 MB) the load took 114 ms
+    against 132 in turn (medians of ten processes each, 2026-12-05). At most READ_AHEAD items
+    wait at once; an error of the reading is raised where the item was wanted. The reader
+    starts at once: a caller takes the items (or starts taking them and closes the iterator),
+    or the reader waits, one item read, until the process ends."""
     import queue  # here: a paste that is looked up by its words never loads the shards
 
     ready: queue.Queue[tuple[bytes | None, BaseException | None]] = queue.Queue(READ_AHEAD)
@@ -105,6 +107,16 @@ def _read_ahead(items: Generator[bytes, None, None]) -> Iterator[bytes]:
 
     thread = threading.Thread(target=read, name="kb-shards", daemon=True)
     thread.start()
+    return _taken(ready, stop, thread)
+
+
+def _taken(
+    ready: Any, stop: threading.Event, thread: threading.Thread
+) -> Generator[bytes, None, None]:
+    """The items of _read_ahead's reader, as they come; once they are all taken, or the
+    iteration ends early, the reader is stopped and joined."""
+    import queue
+
     try:
         while True:
             item, failed = ready.get()
@@ -176,19 +188,38 @@ class Prefilter:
         self._rest: list[Any] | None = None  # [] when there is no rest shard
         self._thread_scratches: list[Any] | None = None
         self._pytest: tuple[Any, Any] | None = None  # its database, the thread's scratch
+        self._reading: Generator[bytes, None, None] | None = None  # blobs read for load()
 
     @property
     def loaded(self) -> bool:
         return self._dbs is not None
 
+    @property
+    def reading(self) -> bool:
+        """The shards' blobs are being read (read_ahead) for a load() to come."""
+        return self._reading is not None
+
+    def read_ahead(self) -> None:
+        """Start reading the shards' blobs in a thread; load() then loads them. A caller
+        that has work of its own before the load (kb.matcher.split counting a big log's
+        lines) does it meanwhile, reading letting go of the GIL: load() must follow, and the
+        cache's connection is not used in between."""
+        if self._dbs is None and self._reading is None:
+            self._reading = _read_ahead(self._reader.shards())
+
     def load(self) -> None:
         """Load every shard (in the thread that reads the cache: the main one)."""
         if self._dbs is None:
+            self.read_ahead()
+            assert self._reading is not None
+            blobs, self._reading = self._reading, None
             try:
                 with _QUICK_HANDOFF:
-                    self._dbs = [_loaded(blob) for blob in _read_ahead(self._reader.shards())]
+                    self._dbs = [_loaded(blob) for blob in blobs]
             except (*DAMAGE, hyperscan.error) as exc:  # unreadable, or not a database
                 raise self._reader.damaged(exc) from exc
+            finally:
+                blobs.close()  # the reader stopped and joined, whatever happened
 
     def hits_by_line(self, data: bytes, in_thread: bool = False) -> Iterator[tuple[int, int]]:
         """(line in data, key id) of every key found in `data`, in line order. `in_thread`
