@@ -9,9 +9,11 @@ honours in its default `madvise` mode of transparent huge pages), the heap takes
 memory 2 MB at a time, and glibc keeps the allocations of a few megabytes there instead of a
 mapping of their own each.
 
-Measured (2026-12-05, cold `kb match --json` of big.log, farm-bench, 16 pairs each): at 1M
-records 0.389 s against 0.456 (faults 70,900 -> 26,400; system time 0.198 -> 0.118 s), at
-150,000 records 0.245 against 0.269; peak RSS 180 -> 184 and 91 -> 103 MB.
+Measured (2026-12-05, cold `kb match --json` of big.log, farm-bench, 20 pairs each): at 1M
+records 0.384 s against 0.433 (faults 70,900 -> 26,400), at 150,000 records 0.251 against
+0.269; peak RSS 180 -> 191 and 91 -> 104 MB. On the VM measured, about one run in eight was
+slower instead (system time up by 60-70 ms, the same faults): most likely the host backing
+memory the guest had never touched (benchmarks/RESULTS.md, that day's by-hand section).
 
 The settings last for the process, so only a process that ends after its match asks for them
 (`kb match` of a file big enough to be split, kb.matcher.split); only on Linux with glibc. Any
