@@ -16,24 +16,34 @@ from tests.conftest import SEED
 
 THP = Path("/sys/kernel/mm/transparent_hugepage")
 
+# Defines heap_flags(): the VmFlags of each of the heap's mappings (in smaps each mapping's
+# first line ends with its name, "[heap]" for the heap's).
+HEAP_FLAGS = """
+def heap_flags():
+    flags, in_heap = [], False
+    with open("/proc/self/smaps") as lines:
+        for line in lines:
+            head = line.split()
+            if "-" in head[0] and len(head) >= 5:
+                in_heap = head[-1] == "[heap]"
+            elif head[0] == "VmFlags:" and in_heap:
+                flags.append(head[1:])
+    return flags
+"""
+
 # In a process of its own (the settings last for the process): a 20 MB allocation after the
 # call, where it lands, and the flags of the heap's mappings.
-SETS_THE_HEAP = """
+SETS_THE_HEAP = (
+    HEAP_FLAGS
+    + """
 import json, sys
 from kb.matcher import heap
 advised = heap.on_huge_pages()
 span = heap.heap_span(heap.MAPS)
 big = bytes(20 << 20)
-flags, start = [], None
-with open("/proc/self/smaps") as lines:
-    for line in lines:
-        head = line.split()
-        if "-" in head[0] and len(head) >= 5:
-            start = int(head[0].split("-")[0], 16)
-        elif head[0] == "VmFlags:" and span and span[0] <= start < span[1]:
-            flags.append(head[1:])
-print(json.dumps({"advised": advised, "span": span, "big": id(big), "flags": flags}))
+print(json.dumps({"advised": advised, "span": span, "big": id(big), "flags": heap_flags()}))
 """
+)
 
 
 ON_GLIBC_WITH_THP = pytest.mark.skipif(
@@ -42,26 +52,21 @@ ON_GLIBC_WITH_THP = pytest.mark.skipif(
 )
 
 # Runs the `kb` program; at its end says whether kb.matcher.heap was imported and whether a
-# mapping of the heap is advised as huge pages (VmFlags "hg"; each mapping's line in smaps
-# ends with its name, "[heap]" for the heap's).
-SAYS_HOW_THE_HEAP_ENDED = """
+# mapping of the heap is advised as huge pages (VmFlags "hg").
+SAYS_HOW_THE_HEAP_ENDED = (
+    HEAP_FLAGS
+    + """
 import atexit, sys
 def said():
     imported = "kb.matcher.heap" in sys.modules
-    advised = in_heap = False
-    with open("/proc/self/smaps") as lines:
-        for line in lines:
-            head = line.split()
-            if "-" in head[0] and len(head) >= 5:
-                in_heap = head[-1] == "[heap]"
-            elif head[0] == "VmFlags:" and in_heap:
-                advised = advised or "hg" in head[1:]
+    advised = any("hg" in flags for flags in heap_flags())
     sys.stderr.write(f"heap imported={imported} advised={advised}\\n")
 atexit.register(said)
 sys.argv = ["kb", *sys.argv[1:]]
 from kb.cli import program
 program()
 """
+)
 
 
 @ON_GLIBC_WITH_THP
