@@ -120,7 +120,8 @@ KEY_SCAN = """
 import json, sqlite3, sys, time
 from pathlib import Path
 from kb.config import cache_dir_for, resolve_database_url
-from kb.matcher.cache import CACHE_FILE, CacheReader, file_identity, open_current
+from kb.matcher.cache import CacheReader, file_identity, open_current
+from kb.matcher.cachefile import CACHE_FILE
 from kb.matcher.prefilter import Prefilter
 from kb.sql import SqliteRunner, read_revision
 db, log = sys.argv[1], Path(sys.argv[2])

@@ -65,6 +65,11 @@ class LineBlock:
     data: bytes | None = None
     # How many lines of the original log the block used (where the next block's numbers start).
     consumed: int = 0
+    # Where `data` starts in the bytes the blocks were read from, when it starts a line there
+    # (None without `data`, or for the rest of a line too long to wait for): the prefilter's
+    # hits of a whole file, found before the block was read, are looked up by it
+    # (kb.matcher.prescan).
+    offset: int | None = None
 
     def line_no(self, i: int) -> int:
         return self.first[i] if self.first is not None else self.base + i
@@ -391,6 +396,8 @@ def _blocks_of(
 ) -> Iterator[LineBlock]:
     pending_b = b""
     pending_s = ""
+    at = 0  # where pending_b starts in the bytes read
+    line_start = True  # ... and whether a line starts there
     for chunk in chunks:
         if isinstance(chunk, bytes):
             data = pending_b + chunk
@@ -400,8 +407,9 @@ def _blocks_of(
                 continue
             cut = len(data) - 1 if cut < 0 else cut
             pending_b = data[cut + 1 :]
-            raw = data[: cut + 1]
-            text = raw.decode("utf-8", "replace")
+            own = data[: cut + 1]
+            raw: bytes | None = own
+            text = own.decode("utf-8", "replace")
         else:
             raw = None
             data_s = pending_s + chunk
@@ -413,11 +421,16 @@ def _blocks_of(
             pending_s = data_s[cut + 1 :]
             text = data_s[: cut + 1]
         block = split_lines(text, base, raw)
+        if raw is not None:
+            block.offset = at if block.data is not None and line_start else None
+            at, line_start = at + len(raw), raw.endswith(b"\n")
         # A line too long to wait for its end (4 * block_bytes) is cut: the next block goes
         # on with the same line of the log, not the one after it.
         base += block.consumed - (0 if text.endswith(("\n", "\r")) else 1)
         yield block
     if pending_b:
-        yield split_lines(pending_b.decode("utf-8", "replace"), base, pending_b)
+        block = split_lines(pending_b.decode("utf-8", "replace"), base, pending_b)
+        block.offset = at if block.data is not None and line_start else None
+        yield block
     elif pending_s:
         yield split_lines(pending_s, base)

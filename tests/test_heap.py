@@ -127,7 +127,7 @@ def test_kb_match_of_a_big_file_sets_the_heap_and_of_a_small_one_does_not(tmp_pa
     subprocess.run([sys.executable, "-m", "kb", "import", "-q", str(SEED)], env=env, check=True)
     line = "2026-12-05T01:00:00Z INFO tick, nothing to see here, all is well and quiet\n"
     big, small = tmp_path / "big.log", tmp_path / "small.log"
-    big.write_text(line * (17 * (1 << 20) // len(line)))  # past split.SPLIT_MIN_BYTES (16 MB)
+    big.write_text(line * (17 * (1 << 20) // len(line)))  # past bigfile.SPLIT_MIN_BYTES (16 MB)
     small.write_text(line * 100)
     ended = {}
     for log in (big, small):

@@ -281,3 +281,26 @@ def test_the_line_under_a_traceback_is_its_exception_whatever_the_class_is_calle
     )
     assert raised_line("SkipTest") == ("SkipTest", "")
     assert raised_line("job failed, retrying") is None
+
+
+def test_a_blocks_offset_says_where_its_bytes_start_in_what_was_read() -> None:
+    """The offset of each block read as it is: its bytes found there in the source, a file or
+    bytes; none for a block rewritten (colours stripped), for text read as str, or for the rest
+    of a line too long to wait for (it starts mid-line: a key found across that edge in the
+    whole file would not be the block's own)."""
+    lines = [f"2026-03-14T08:00:{n % 60:02d}Z INFO tick {n} {'x' * (n % 50)}\n" for n in range(900)]
+    data = "".join(lines).encode()
+    for source in (data, io.BytesIO(data)):
+        read = list(blocks(source, block_bytes=1024))
+        assert len(read) > 20
+        for block in read:
+            assert block.data is not None and block.offset is not None
+            assert data[block.offset : block.offset + len(block.data)] == block.data
+            assert block.offset == 0 or data[block.offset - 1 : block.offset] == b"\n"
+    coloured = data[:2000] + b"\x1b[31mValueError\x1b[0m: bad\n" + data[2000:4000]
+    offsets = [b.offset for b in blocks(coloured, block_bytes=1024)]
+    assert None in offsets and 0 in offsets
+    assert all(b.offset is None for b in blocks(data.decode(), block_bytes=1024))
+    long_line = b"y" * 5000 + b"\n" + data[:3000]
+    first, rest, *_ = blocks(long_line, block_bytes=1024)
+    assert first.offset == 0 and not first.data.endswith(b"\n") and rest.offset is None

@@ -501,9 +501,9 @@ def test_a_big_log_file_is_matched_in_two_parts_with_the_answers_of_one_pass(
     """`kb match FILE` may match a big file in two parts at once (kb.matcher.split; 16 MB and
     more, lowered here): the same errors, lines and repeats as one pass over the same text
     read from stdin (never split), and the stats say so."""
-    from kb.matcher import split
+    from kb.matcher import bigfile
 
-    monkeypatch.setattr(split, "SPLIT_MIN_BYTES", 0)
+    monkeypatch.setattr(bigfile, "SPLIT_MIN_BYTES", 0)
     chatter = "".join(f"2026-11-29T10:00:{n % 60:02d}Z INFO tick {n}\n" for n in range(700))
     text = (chatter + LOG) * 6 + CLEAN
     log = tmp_path / "big.log"

@@ -12,8 +12,16 @@ from typing import Any, NoReturn
 
 import pytest
 
-from kb.matcher import MatcherIndex, build_index, load_index, sources_from_records, split
+from kb.matcher import (
+    MatcherIndex,
+    bigfile,
+    build_index,
+    load_index,
+    sources_from_records,
+    split,
+)
 from kb.matcher.cache import CacheReader
+from kb.matcher.rank import MatchReport
 from kb.matcher.scan import LogScan
 from tests.test_matcher import EXTRA, FIXTURES, NOISE, fixture_records
 
@@ -68,10 +76,15 @@ def cut_inside(path: Path, paste_line: int) -> tuple[Path, int]:
 
 
 def report_of(index: MatcherIndex, log: Path, *, split_it: bool) -> dict[str, Any]:
-    report = index.match(log, split=split_it)
+    return reading(index.match(log, split=split_it))
+
+
+def reading(report: MatchReport) -> dict[str, Any]:
+    """A report's matches, unexplained lines and figures, but for the timing and the work done
+    around the cut twice."""
     stats = dict(report.stats)
     for figure in ("elapsed_ms", "candidates", "verified"):
-        stats.pop(figure)  # timing, and the work done around the cut twice
+        stats.pop(figure)
     return {
         "matches": [m.to_dict() for m in report.matches],
         "unmatched": [u.to_dict() for u in report.unmatched],
@@ -81,7 +94,7 @@ def report_of(index: MatcherIndex, log: Path, *, split_it: bool) -> dict[str, An
 
 @pytest.fixture
 def small_split(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(split, "SPLIT_MIN_BYTES", 0)
+    monkeypatch.setattr(bigfile, "SPLIT_MIN_BYTES", 0)
 
 
 @pytest.mark.parametrize("lead", [0, 37, 250, 411, 1203])
@@ -127,7 +140,7 @@ def assert_cut_well(log: Path) -> None:
     line numbers the file itself gives."""
     data = log.read_bytes()
     with open(log, "rb") as fh, pytest.MonkeyPatch.context() as mp:
-        mp.setattr(split, "SPLIT_MIN_BYTES", 0)
+        mp.setattr(bigfile, "SPLIT_MIN_BYTES", 0)
         found = split.plan(fh)
     assert found is not None
     assert data[found.cut - 1 : found.cut] == b"\n"
@@ -294,7 +307,7 @@ def test_what_is_never_split(index: MatcherIndex, tmp_path: Path, small_split: N
 
 def test_a_small_log_file_is_read_in_one_pass(index: MatcherIndex, tmp_path: Path) -> None:
     log = big_log(tmp_path / "big.log", 0)
-    assert log.stat().st_size < split.SPLIT_MIN_BYTES
+    assert log.stat().st_size < bigfile.SPLIT_MIN_BYTES
     assert "parts" not in index.match(log, split=True).stats
 
 
@@ -316,12 +329,12 @@ def test_work_before_the_count_runs_once_and_only_for_a_log_that_is_cut(tmp_path
     log = big_log(tmp_path / "big.log", 0)
     calls: list[int] = []
     with open(log, "rb") as fh, pytest.MonkeyPatch.context() as mp:
-        mp.setattr(split, "SPLIT_MIN_BYTES", 0)
+        mp.setattr(bigfile, "SPLIT_MIN_BYTES", 0)
         found = split.plan(fh, before_counting=lambda: calls.append(1))
         assert found is not None and calls == [1]
         fh.seek(0)
         assert split.plan(fh) == found  # the same plan without it
-        mp.setattr(split, "SPLIT_MIN_BYTES", log.stat().st_size + 1)
+        mp.setattr(bigfile, "SPLIT_MIN_BYTES", log.stat().st_size + 1)
         fh.seek(0)
         assert split.plan(fh, before_counting=lambda: calls.append(2)) is None
     assert calls == [1]  # not called for a log read in one pass

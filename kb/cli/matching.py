@@ -94,6 +94,10 @@ def match(
       kb match build.log
       kubectl logs api-7d9 | kb match --json
     """
+    # First, before the matcher's modules load: a big log file's prefilter scan, by a helper
+    # process on the core that would idle meanwhile (kb.matcher.prescan).
+    early = _early_scan(ctx, source) if not clipboard and source != "-" else None
+    import kb.matcher.index  # noqa: F401  (the matcher loaded before the index is timed)
     from kb import render
     from kb.matcher import DEFAULT_MIN_SCORE
     from kb.pacing import BULK_GC_THRESHOLDS
@@ -131,7 +135,7 @@ def match(
         label = source
         try:
             with open(source, "rb") as stream:
-                report, fetch = _matched(ctx, index, fetch, stream, top, threshold, timeout)
+                report, fetch = _matched(ctx, index, fetch, stream, top, threshold, timeout, early)
         except OSError as exc:
             raise InputError(f"{source}: cannot read: {exc.strerror}") from exc
     report.stats.update(waited)  # the true time of a first match includes getting the index
@@ -179,11 +183,13 @@ def _matched(
     top: int,
     threshold: float,
     timeout: float = 0,
+    early: Any = None,
 ) -> tuple[Any, Callable[[list[str]], dict[str, Any]]]:
     """The report of `index` on `log`, and the fetcher to use with it. A matcher cache found
     damaged half-way is removed by then: it is built again from the records (the full path;
     not fetched, as the copy in the database may be the damaged one) and the log read again
-    (a pipe is kept for that up to kb.matcher.replay.REPLAY_BYTES, else exit 3)."""
+    (a pipe is kept for that up to kb.matcher.replay.REPLAY_BYTES, else exit 3). `early`: a
+    helper scanning the log file (kb.matcher.prescan), whose hits the match may take."""
     from kb.matcher.cache import CacheDamaged
     from kb.matcher.replay import Replayable
 
@@ -192,7 +198,12 @@ def _matched(
     try:
         # a one-shot process: a big log file may be matched in two parts at once (a fork)
         report = index.match(
-            replayable.stream(), top=top, min_score=threshold, timeout=limit, split=True
+            replayable.stream(),
+            top=top,
+            min_score=threshold,
+            timeout=limit,
+            split=True,
+            prescan=early,
         )
     except CacheDamaged as exc:
         from kb.render import safe
@@ -209,6 +220,24 @@ def _matched(
             err=True,
         )
     return report, fetch
+
+
+def _early_scan(ctx: click.Context, source: str) -> Any:
+    """The helper scanning the log file at `source` for the match to come, when the file is
+    big enough to be cut in two (kb.matcher.prescan): the one the `kb` program started from
+    its command line, else one started now; None for a smaller file. It is stopped when the
+    command ends, whatever the match did with it."""
+    from kb.matcher.bigfile import big_enough
+
+    if not big_enough(source):
+        return None  # a paste or a short log: nothing more is imported for it
+    from kb.matcher import prescan
+
+    database = ctx.obj.get("db")
+    helper = prescan.take(database, source) or prescan.start(source, database=database)
+    if helper is not None:
+        ctx.call_on_close(helper.close)
+    return helper
 
 
 def _open_matching(

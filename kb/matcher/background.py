@@ -139,7 +139,7 @@ class BackgroundBuild:
         """Wait for the child and put its file in place as the cache of `committed_revision`
         (when that is the revision it built for). True when the cache is current now."""
         from kb.matcher.build import sync_path
-        from kb.matcher.cache import CACHE_FILE
+        from kb.matcher.cachefile import CACHE_FILE
         from kb.matcher.lock import build_lock
         from kb.shared_index import parts_written_for
 

@@ -25,9 +25,7 @@ from kb import logline
 from kb.jsontext import std_dumps
 from kb.matcher.anchors import BUCKET_KEYS, anchor_of, bitmap_of
 from kb.matcher.cache import (
-    CACHE_FILE,
     CODE,
-    FORMAT_VERSION,
     INDEXES,
     MARKERS,
     PATTERN,
@@ -36,6 +34,7 @@ from kb.matcher.cache import (
     normalize_template,
     words_of,
 )
+from kb.matcher.cachefile import CACHE_FILE, FORMAT_VERSION
 from kb.matcher.keydb import ShardWriter, compiled, release_memory
 from kb.matcher.templates import ROW_ITEMS, TEMPLATE_SEPARATOR, ints_blob
 from kb.pacing import FEWER_COLLECTIONS

@@ -39,6 +39,7 @@ from typing import Any, Concatenate, Final, ParamSpec, TypeVar
 from kb.config import sqlite_reader_uri
 from kb.errors import DatabaseError
 from kb.logline import Frame
+from kb.matcher.cachefile import CACHE_FILE, FORMAT_VERSION, shard_blobs
 from kb.matcher.templates import (
     ROW_ITEMS,
     TEMPLATE_SEPARATOR,
@@ -48,25 +49,6 @@ from kb.matcher.templates import (
 )
 from kb.sql import select_in
 
-# Bumped whenever what is written changes; a cache of another format is rebuilt.
-# 10: no traceback marker key, no unread columns (keys.kind, records.repo/error_code/pattern).
-# 11: a record without a lineNumber has NULL there, not 0.
-# 12: records.function, the functions and words tables, more error markers.
-# 13: keys.anchor, the anchors' bitmap and the rest shard (kb.matcher.anchors), meta
-#     shard_bytes.
-# 14: the near-miss templates in one row of two blobs (templates_blob, patterns_blob).
-# 15: the near-miss templates sorted by length; their lists in fuzzy_ints, a row a part.
-FORMAT_VERSION = 15
-CACHE_FILE: Final = "matcher.sqlite3"
-# The cache file is opened immutable: a build writes a new file and renames it into place, so
-# the file a reader opened never changes (a rebuild or a fetch is a new file, a damaged one is
-# removed), and no read needs a file lock.
-# The shards are read through a memory map of the file, unmapped after them: at 1M records the
-# 12 shards (78 MB) took 8.8-16.5 ms so against 41.7-87.2 ms through SQLite's page reads
-# (2026-12-04). Only while they are read: a map left open for the whole match kept every page
-# any query touched in the process (a cold big.log at 1M peaked at 464 MB against 178 MB).
-# SQLite caps the map at its build's limit (about 2 GB by default).
-SHARDS_MMAP_BYTES: Final = 1 << 31
 SCHEMA: Final = """
     CREATE TABLE meta (k TEXT PRIMARY KEY, v BLOB);
     CREATE TABLE shards (n INTEGER PRIMARY KEY, hsdb BLOB);
@@ -184,7 +166,7 @@ def open_current(
 
 
 def _connected(path: Path) -> sqlite3.Connection:
-    """A read-only connection to a cache file, immutable (see SHARDS_MMAP_BYTES' note)."""
+    """A read-only connection to a cache file, immutable (kb.matcher.cachefile's note)."""
     return sqlite3.connect(
         sqlite_reader_uri(path, immutable=True), uri=True, check_same_thread=False
     )
@@ -346,18 +328,14 @@ class CacheReader:
             hint="Run the command again: the matcher index is rebuilt.",
         )
 
+    @property
+    def identity(self) -> tuple[int, int] | None:
+        """(device, inode) of the cache file when it was opened (None: not known)."""
+        return self._identity
+
     def shards(self) -> Generator[bytes, None, None]:
-        """The serialised Hyperscan databases, in key-id order, each read as one blob
-        (sqlite3_blob_read) rather than as a column value: the 95 MB of 12 shards at 1M
-        records took 115-166 ms as column values, 62-64 ms so."""
-        con = self._con
-        con.execute(f"PRAGMA mmap_size = {SHARDS_MMAP_BYTES}")
-        try:
-            for (n,) in con.execute("SELECT n FROM shards ORDER BY n").fetchall():
-                with con.blobopen("shards", "hsdb", n, readonly=True) as blob:
-                    yield blob.read()
-        finally:
-            con.execute("PRAGMA mmap_size = 0")  # the pages read go, with the map
+        """The serialised Hyperscan databases, in key-id order (kb.matcher.cachefile)."""
+        return shard_blobs(self._con)
 
     @_reads
     def lookup(self) -> tuple[bytes, bytes | None]:

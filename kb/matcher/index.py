@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from kb import logtext
-from kb.matcher.cache import CACHE_FILE, CacheReader, file_identity, open_current
+from kb.matcher.cache import CacheReader, file_identity, open_current
+from kb.matcher.cachefile import CACHE_FILE
 from kb.matcher.prefilter import Prefilter
 from kb.matcher.rank import MatchReport
 from kb.matcher.scan import LogScan
@@ -21,6 +22,7 @@ from kb.matcher.verify import Verifier
 
 if TYPE_CHECKING:
     from kb.matcher.fuzzy import NearMissSearch
+    from kb.matcher.prescan import Helper
 
 
 class MatcherIndex:
@@ -57,6 +59,7 @@ class MatcherIndex:
         scoring: ScoringConfig = DEFAULT_SCORING,
         timeout: float | None = None,
         split: bool = False,
+        prescan: Helper | None = None,
     ) -> MatchReport:
         """Every known error in `text` (a string, bytes, a binary/text stream or a path; streams
         and paths are read block by block). `top` records per error: the best plus top - 1
@@ -65,7 +68,9 @@ class MatcherIndex:
         reported, with `stats["stopped"] = "timeout"`. `split`: a big log file may be matched
         in two parts at once, the second in a forked process (kb.matcher.split; a one-shot
         process such as `kb match` asks for it, a library caller need not expect a fork, nor
-        its C heap kept on huge pages from then on, kb.matcher.heap)."""
+        its C heap kept on huge pages from then on, kb.matcher.heap). `prescan`: a helper
+        scanning that file (kb.matcher.prescan.start), whose hits the parts then take; it is
+        reaped here, used or not."""
         if min_score is not None and not 0 <= min_score <= 1:  # also refuses NaN
             raise ValueError(f"min_score must be a number from 0 to 1, got {min_score!r}")
         started = time.perf_counter()
@@ -86,9 +91,9 @@ class MatcherIndex:
         with self._lock:
             if isinstance(text, os.PathLike):
                 with open(text, "rb") as fh:
-                    scan = self._scan(fh, new_scan, split)
+                    scan = self._scan(fh, new_scan, split, prescan)
             else:
-                scan = self._scan(text, new_scan, split)
+                scan = self._scan(text, new_scan, split, prescan)
         matches = sorted(scan.matches.found, key=lambda m: (-m.score, m.line))
         stats: dict[str, Any] = {
             "lines": scan.lines_total if scan.owned is None else scan.owned_total,
@@ -109,30 +114,40 @@ class MatcherIndex:
         text: str | bytes | IO[bytes] | IO[str],
         new_scan: Callable[[], LogScan],
         split: bool,
+        prescan: Helper | None = None,
     ) -> LogScan:
         """One scan of the whole log, or two parts at once when `split` and the log allow."""
-        if split:
-            from kb.matcher import split as halves
+        try:
+            if split:
+                from kb.matcher import split as halves
 
-            found = halves.plan(text, before_counting=self._ready_to_split)
-            if found is not None or self._prefilter.reading:
-                self._prefilter.load()  # before the fork: the child has the databases too
-            if found is not None:
-                both = halves.run(found, new_scan)
-                if both is not None:
-                    return both
+                found = halves.plan(text, before_counting=lambda: self._ready_to_split(prescan))
+                hits = None
+                if found is not None and prescan is not None:
+                    hits = prescan.result(found.fd, self.revision, self._reader.identity)
+                if (found is not None and hits is None) or self._prefilter.reading:
+                    self._prefilter.load()  # before the fork: the child has the databases too
+                if found is not None:
+                    both = halves.run(found, new_scan, hits)
+                    if both is not None:
+                        return both
+        finally:
+            if prescan is not None:
+                prescan.close()
         scan = new_scan()
         scan.run(logtext.blocks(text))
         return scan
 
-    def _ready_to_split(self) -> None:
+    def _ready_to_split(self, prescan: Helper | None) -> None:
         """A log about to be cut in two: this one-shot process's C heap set (kb.matcher.heap)
-        and the shards' blobs read while its lines are counted (at 150,000 records the blob's
-        read, 10 ms, hides the count's 5-6)."""
+        and, unless a helper scans the file (`prescan`: its parts take its hits and need no
+        shard loaded), the shards' blobs read while its lines are counted (at 150,000 records
+        the blob's read, 10 ms, hides the count's 5-6)."""
         from kb.matcher import heap
 
         heap.on_huge_pages()  # before the blobs and the log's blocks are read into it
-        self._prefilter.read_ahead()
+        if prescan is None or not prescan.accepted():
+            self._prefilter.read_ahead()
 
     def _near_miss_search(self) -> NearMissSearch:
         """The near-miss search, loaded when a log first needs it (most never do)."""

@@ -22,6 +22,7 @@ import hyperscan
 from kb.logtext import LineBlock
 from kb.matcher import anchors
 from kb.matcher.cache import DAMAGE, CacheReader
+from kb.matcher.prescan import PYTEST_LOC, Prescanned
 from kb.pacing import Held
 
 # Blocks this big are scanned in a thread, alongside the work on their neighbours.
@@ -50,12 +51,10 @@ _NO_HITS: Final[Iterator[tuple[int, int]]] = iter(())
 SCAN_SWITCH_INTERVAL: Final = 1e-5
 
 
-# pytest prints the raise site as "path.py:466: InvalidVersion": one regex pass over a block's
-# bytes finds them (".py:" alone is on every line of some logs: "[loggers.py:123]"). A big
-# block's pass runs in the scanning thread, as a Hyperscan database that lets go of the GIL:
-# over big.log (21.9 MB) 4.6 ms there against 15.6 ms of `re` holding the main thread
-# (2026-12-04; its compile, once a process, 2 ms).
-PYTEST_LOC: Final = rb"\.py:\d+: "
+# pytest's raise-site locations (kb.matcher.prescan.PYTEST_LOC). A big block's pass runs in the
+# scanning thread, as a Hyperscan database that lets go of the GIL: over big.log (21.9 MB) 4.6
+# ms there against 15.6 ms of `re` holding the main thread (2026-12-04; its compile, once a
+# process, 2 ms).
 PYTEST_LOC_BYTES_RE: Final = re.compile(PYTEST_LOC)
 
 
@@ -72,6 +71,14 @@ def lines_at(data: bytes, offsets: Iterable[int]) -> Iterator[int]:
         line += data.count(b"\n", pos, offset)
         pos = offset
         yield line
+
+
+def hits_at(found: Prescanned, data: bytes, at: int) -> tuple[list[tuple[int, int]], list[int]]:
+    """What scanning `data`, the file's bytes from `at`, finds, taken from a whole file's hits:
+    (line in data, key id) in line order, and the lines of pytest's raise-site locations."""
+    raw = found.hits(at, len(data))
+    hits = list(zip(lines_at(data, [to for to, _ in raw]), [k for _, k in raw], strict=True))
+    return hits, list(lines_at(data, found.pytest_ends(at, len(data))))
 
 
 def _loaded(blob: bytes) -> Any:
@@ -292,9 +299,16 @@ _QUICK_HANDOFF: Final = Held(sys.getswitchinterval, sys.setswitchinterval, _quic
 
 class BlockScan:
     """The prefilter scan of one block's own lines, in a thread for a big block; result()
-    gives (line in the block, key id) in line order, waiting for the thread if need be."""
+    gives (line in the block, key id) in line order, waiting for the thread if need be.
+    `prescanned`: the whole file's hits (kb.matcher.prescan) and where the blocks' stream
+    starts in the file, for a block read from it as it is (one with `offset`)."""
 
-    def __init__(self, prefilter: Prefilter, block: LineBlock) -> None:
+    def __init__(
+        self,
+        prefilter: Prefilter,
+        block: LineBlock,
+        prescanned: tuple[Prescanned, int] | None = None,
+    ) -> None:
         self.block = block
         self.data = (
             block.data
@@ -306,7 +320,10 @@ class BlockScan:
         self._pytest_lines: list[int] | None = None  # found by the thread, if it scanned
         self._error: BaseException | None = None
         self._thread: threading.Thread | None = None
-        if len(self.data) >= THREADED_SCAN_BYTES:
+        if prescanned is not None and block.data is not None and block.offset is not None:
+            found, origin = prescanned
+            self._hits, self._pytest_lines = hits_at(found, self.data, origin + block.offset)
+        elif len(self.data) >= THREADED_SCAN_BYTES:
             prefilter.load()  # here: the cache's connection is read in this thread only
             # its own scratch spaces: the main thread scans carried lines meanwhile
             self._thread = threading.Thread(

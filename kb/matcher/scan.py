@@ -14,6 +14,7 @@ import bisect
 import re
 import time
 from collections.abc import Iterator
+from itertools import pairwise
 from typing import TYPE_CHECKING, Final
 
 from kb import logline
@@ -25,7 +26,8 @@ from kb.matcher.cache import (
     PATTERN,
     TEMPLATE_MIN_CHARS,
 )
-from kb.matcher.prefilter import PYTEST_LOC, BlockScan, pytest_locations
+from kb.matcher.prefilter import BlockScan, hits_at, pytest_locations
+from kb.matcher.prescan import PYTEST_LOC
 from kb.matcher.raisesite import raise_site_candidates
 from kb.matcher.rank import rank, settled, to_match
 from kb.matcher.scorer import Candidate
@@ -43,6 +45,7 @@ from kb.matcher.verify import (
     Hit,
     Subject,
 )
+from kb.matcher.window import CARRY_LINES
 
 if TYPE_CHECKING:
     pass
@@ -97,12 +100,12 @@ class LogScan(ScanState):
         try:
             for block in blocks:
                 if previous is None:
-                    previous = current = BlockScan(self.prefilter, block)
+                    previous = current = BlockScan(self.prefilter, block, self.prescanned)
                     continue
                 previous.result()  # done before the next block's scan starts
                 if self._out_of_time():
                     break
-                current = BlockScan(self.prefilter, block)
+                current = BlockScan(self.prefilter, block, self.prescanned)
                 self._block(previous, final=False)
                 previous = current
             if self.stopped is not None:
@@ -136,20 +139,60 @@ class LogScan(ScanState):
         # running on into this block) is tried now. Keys never span a newline, so scanning
         # them apart from the block finds what scanning both together would.
         carry_data = "\n".join(kept).encode("utf-8", "replace") if kept else b""
+        carried = self._carried(len(kept), carry_data)
+        self._remember(scanned.block)
         keys_by_line: dict[int, set[int]] = {}
-        for line_index, key_id in self.prefilter.hits_by_line(carry_data):
+        for line_index, key_id in (
+            self.prefilter.hits_by_line(carry_data) if carried is None else carried[0]
+        ):
             keys_by_line.setdefault(line_index, set()).add(key_id)
         for line_index, key_id in scanned.result():
             keys_by_line.setdefault(carry + line_index, set()).add(key_id)
         self._read_keys(keys_by_line, final)
         # pytest prints the raise site as "path.py:466: InvalidVersion"
         for line_index in [
-            *pytest_locations(carry_data),
+            *(pytest_locations(carry_data) if carried is None else carried[1]),
             *(carry + i for i in scanned.pytest_lines()),
         ]:
             self._note_frame(line_index, "pytest")
         window = self.window
         self._finalize(None if final else window.first_row + len(window.lines) - LOOKAHEAD_LINES)
+
+    def _carried(self, lines: int, data: bytes) -> tuple[list[tuple[int, int]], list[int]] | None:
+        """The carried lines' hits and pytest locations (kb.matcher.prefilter.hits_at), taken
+        from the whole file's hits when a helper scanned it (kb.matcher.prescan) and the lines
+        are the end of the blocks before, as they were read: else None, and they are scanned."""
+        if self.prescanned is None:
+            return None
+        if not data:
+            return [], []
+        chain: list[tuple[int, bytes]] = []  # (offset, data) of the blocks, the last first
+        held = 0
+        for block in reversed(self.recent_blocks):
+            if block.data is None or block.offset is None:
+                return None
+            chain.append((block.offset, block.data))
+            held += len(block.lines)
+            if held >= lines:
+                break
+        if held < lines:
+            return None
+        chain.reverse()
+        if any(at + len(read) + 1 != after for (at, read), (after, _) in pairwise(chain)):
+            return None  # not one stretch of the file
+        end = chain[-1][0] + len(chain[-1][1])
+        tail = chain[0][1] if len(chain) == 1 else b"\n".join(read for _, read in chain)
+        if not tail.endswith(data):
+            return None
+        found, origin = self.prescanned
+        return hits_at(found, data, origin + end - len(data))
+
+    def _remember(self, block: LineBlock) -> None:
+        """Keep the blocks whose lines may still be carried (CARRY_LINES of them)."""
+        recent = self.recent_blocks
+        recent.append(block)
+        while len(recent) > 1 and sum(len(b.lines) for b in recent[1:]) >= CARRY_LINES:
+            del recent[0]
 
     def _note_frame(self, line_index: int, style: str | None = None) -> None:
         """The stack frame on a line of the window (in `style` only, if given), read once."""

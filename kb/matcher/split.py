@@ -2,12 +2,12 @@
 
 Matching a log is Python work, one core's worth, while the prefilter's scans leave the other
 core mostly idle (at 150,000 records one scan of big.log, 21.9 MB, is 31 ms of a 250 ms match).
-A regular file of SPLIT_MIN_BYTES or more is cut at a line end near its middle; this process
-matches the first part while a child matches the second, each reading OVERLAP_LINES lines past
-the cut, so what crosses it (a traceback above a message, the lines after a hit) is read whole
-by the part whose side it starts on. Each part keeps only the lines on its own side; their
-matches and unexplained lines are then folded in log order, as one pass folds them
-(kb.matcher.rank.Matches, kb.matcher.unexplained.note).
+A regular file of kb.matcher.bigfile's SPLIT_MIN_BYTES or more is cut at a line end near its
+middle; this process matches the first part while a child matches the second, each reading
+OVERLAP_LINES lines past the cut, so what crosses it (a traceback above a message, the lines
+after a hit) is read whole by the part whose side it starts on. Each part keeps only the lines
+on its own side; their matches and unexplained lines are then folded in log order, as one pass
+folds them (kb.matcher.rank.Matches, kb.matcher.unexplained.note).
 
 Only where a fork is safe and pays: Linux, two processors or more, no other thread in the
 process (a server's threads are never forked), a caller that asks for it (`kb match`), and a
@@ -23,29 +23,21 @@ records 0.738 against 0.860.
 from __future__ import annotations
 
 import atexit
-import codecs
 import contextlib
 import io
 import os
-import stat
-import sys
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Final, cast
 
-from kb.logtext import blocks
-from kb.matcher.rank import Match, Matches
+from kb.matcher.bigfile import cuttable
 
 if TYPE_CHECKING:
+    from kb.matcher.prescan import Prescanned
+    from kb.matcher.rank import Match
     from kb.matcher.scan import LogScan
     from kb.matcher.unexplained import Seen
 
-# A log smaller than this is matched in one pass: planning the cut, loading the databases
-# before the fork, the child's own first reads of the cache and the merge cost about what half
-# of a small log's Python work saves (at 150,000 records the first 8.5 MB of big.log 0.231 s
-# in two parts against 0.228 in one, 12 MB 0.254 against 0.265, 15 pairs each).
-SPLIT_MIN_BYTES: Final = 16 << 20
 # Lines each part reads past the cut. What a line's reading depends on lies within
 # kb.matcher.scan's LOOKBACK_LINES (400) above it and LOOKAHEAD_LINES (64) below, and the
 # window carries CARRY_LINES (160): 1,000 lines leave both parts the same context at the cut.
@@ -60,7 +52,6 @@ READ_BYTES: Final = 1 << 20
 # 1,000 lines 120 KB), and three reads of 4 MB each, into new memory, were 4-6 ms of a 13-17 ms
 # plan (2026-12-05).
 READ_SIZES: Final = (256 << 10, max(CUT_MAX_BYTES, OVERLAP_MAX_BYTES))
-UTF16_BOMS: Final = (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
 # Beyond any log's last line: the second part keeps every line from the cut on.
 NO_END: Final = 1 << 62
 
@@ -99,21 +90,14 @@ def plan(log: object, before_counting: Callable[[], None] | None = None) -> Plan
     `before_counting` is called once the log is known to be cut, before the lines above the
     cut are counted (5-6 ms for big.log's 11 MB: work that lets go of the GIL may go on
     meanwhile); the plan may still fail after it (an error reading the file)."""
-    if not sys.platform.startswith("linux") or threading.active_count() != 1:
-        return None
     try:
-        if len(os.sched_getaffinity(0)) < 2:
-            return None
         if not isinstance(log, io.BufferedIOBase | io.RawIOBase) or not log.seekable():
             return None
         fd = log.fileno()
         start = log.tell()
-        found = os.fstat(fd)
-        end = found.st_size
-        if not stat.S_ISREG(found.st_mode) or end - start < SPLIT_MIN_BYTES:
+        end = cuttable(fd, start)
+        if end is None:
             return None
-        if os.pread(fd, 2, start).startswith(UTF16_BOMS):
-            return None  # decoded whole (kb.logtext); its line ends are not b"\n"
         return _planned(fd, start, end, before_counting)
     except (OSError, ValueError, AttributeError):  # a file that cannot be read by offset
         return None
@@ -224,9 +208,13 @@ def _range(fd: int, start: int, end: int) -> IO[bytes]:
     return cast(IO[bytes], _Range(fd, start, end))  # what kb.logtext.blocks reads of it
 
 
-def run(found: Plan, new_scan: Callable[[], LogScan]) -> LogScan | None:
+def run(
+    found: Plan, new_scan: Callable[[], LogScan], hits: Prescanned | None = None
+) -> LogScan | None:
     """Match the log of `found` in two parts at once; the first part's scan, with what both
-    parts found merged into it. None when no child can be started (then read it in one pass)."""
+    parts found merged into it. None when no child can be started (then read it in one pass).
+    `hits`: the whole file's prefilter hits (kb.matcher.prescan), which both parts then take
+    instead of scanning."""
     # here, not at the top: `kb match` imports this module for every log it reads, and only
     # a big file gets this far (pickle and signal: about 2 ms of a 110 ms cold paste)
     import pickle
@@ -238,6 +226,7 @@ def run(found: Plan, new_scan: Callable[[], LogScan]) -> LogScan | None:
     import re2  # noqa: F401
 
     from kb import regex  # noqa: F401
+    from kb.logtext import blocks
     from kb.matcher import unexplained  # noqa: F401
 
     read_end, write_end = os.pipe()
@@ -249,11 +238,11 @@ def run(found: Plan, new_scan: Callable[[], LogScan]) -> LogScan | None:
         return None
     if pid == 0:  # the child: the second part, then out without running anything of ours
         os.close(read_end)
-        _child(found, new_scan, write_end)
+        _child(found, new_scan, write_end, hits)
     os.close(write_end)
     try:
         with os.fdopen(read_end, "rb") as pipe:
-            first = _scan(new_scan(), (0, found.cut_line))
+            first = _scan(new_scan(), (0, found.cut_line), hits, found.start)
             first.run(blocks(_range(found.fd, found.start, found.tail)))
             payload = pipe.read()
     except BaseException:
@@ -266,7 +255,7 @@ def run(found: Plan, new_scan: Callable[[], LogScan]) -> LogScan | None:
     except Exception:  # a child cut short mid-write
         second = None
     if not isinstance(second, Part):
-        second = _second(found, new_scan())
+        second = _second(found, new_scan(), hits)
     return _merged(first, second, found.cut_line)
 
 
@@ -299,8 +288,14 @@ def reap_children() -> None:
 atexit.register(reap_children)  # nothing to do unless a split match left a child exiting
 
 
-def _scan(scan: LogScan, owned: tuple[int, int]) -> LogScan:
+def _scan(
+    scan: LogScan, owned: tuple[int, int], prescanned: Prescanned | None, origin: int
+) -> LogScan:
+    """`scan` made a part's: the lines it owns, and the hits of its stream (from `origin`)."""
+    from kb.matcher.rank import Matches
+
     scan.owned = owned
+    scan.prescanned = None if prescanned is None else (prescanned, origin)
     scan.matches = Matches(log=True)
     scan.unmatched_log = []
     return scan
@@ -319,21 +314,29 @@ def _part(scan: LogScan) -> Part:
     )
 
 
-def _second(found: Plan, scan: LogScan) -> Part:
+def _second(found: Plan, scan: LogScan, prescanned: Prescanned | None) -> Part:
     """The second part, matched by `scan` (here or in the child)."""
-    _scan(scan, (found.cut_line, NO_END))
+    from kb.logtext import blocks
+
+    _scan(scan, (found.cut_line, NO_END), prescanned, found.head)
     scan.run(blocks(_range(found.fd, found.head, found.end), first_line=found.head_line))
     return _part(scan)
 
 
-def _child(found: Plan, new_scan: Callable[[], LogScan], write_end: int) -> None:
+def _child(
+    found: Plan,
+    new_scan: Callable[[], LogScan],
+    write_end: int,
+    prescanned: Prescanned | None,
+) -> None:
     import pickle
 
     status = 1
     try:
         scan = new_scan()
         if scan.reader.reopened():  # else the parent matches this part itself
-            data = pickle.dumps(_second(found, scan), protocol=pickle.HIGHEST_PROTOCOL)
+            part = _second(found, scan, prescanned)
+            data = pickle.dumps(part, protocol=pickle.HIGHEST_PROTOCOL)
             with os.fdopen(write_end, "wb") as pipe:
                 pipe.write(data)
             status = 0
@@ -346,6 +349,7 @@ def _child(found: Plan, new_scan: Callable[[], LogScan], write_end: int) -> None
 def _merged(first: LogScan, second: Part, cut_line: int) -> LogScan:
     """The first part's scan holding both parts' own matches and unexplained lines, folded in
     log order, and both parts' figures."""
+    from kb.matcher.rank import Matches
     from kb.matcher.unexplained import note, repeats
 
     assert first.matches.log is not None and first.unmatched_log is not None

@@ -21,7 +21,9 @@ from kb.matcher.verify import Hit, Verifier
 from kb.matcher.window import Window
 
 if TYPE_CHECKING:
+    from kb.logtext import LineBlock
     from kb.matcher.fuzzy import NearMiss, NearMissSearch
+    from kb.matcher.prescan import Prescanned
     from kb.matcher.unexplained import Seen
 
 
@@ -83,3 +85,7 @@ class ScanState:
         # one part of a log, and how many of the lines read are theirs
         self.owned: tuple[int, int] | None = None
         self.owned_total = 0
+        # the whole file's prefilter hits, and where this scan's stream starts in the file,
+        # when a helper scanned it (kb.matcher.prescan; a part of a big log file only)
+        self.prescanned: tuple[Prescanned, int] | None = None
+        self.recent_blocks: list[LineBlock] = []  # the last blocks worked on (scan._remember)
