@@ -172,7 +172,7 @@ def render(results: list[dict[str, Any]], info: RunInfo, failures: list[str]) ->
         "- **Runs:** medians of "
         + ", ".join(f"{r['runs']}" for r in results)
         + " new processes per size (cold match of paste.log: at least 5; of big.log: at least "
-        "3, the slowest shown beside the median); wall seconds; peak "
+        "7, the slowest shown beside the median); wall seconds; peak "
         "RSS from `/usr/bin/time -f %M`. kb's bytecode is compiled before the runs, as `pip "
         "install` does (this machine sets PYTHONDONTWRITEBYTECODE, so an editable checkout "
         "would otherwise compile kb's sources in every new process).",

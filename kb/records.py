@@ -204,6 +204,8 @@ def _nullable(check: Check) -> Check:
 
 @dataclass(frozen=True)
 class FieldSpec:
+    """One field of a record: its key, its column, its check, whether it must be present."""
+
     key: str  # the dataset's camelCase key
     column: str  # the snake_case column
     check: Check

@@ -68,6 +68,9 @@ class Hit:
 
 @dataclass(frozen=True, slots=True)
 class Verified:
+    """A pattern verified on the lines `first`..`last`: the text it matched, its captures,
+    and whether it matched the whole message."""
+
     first: int
     last: int
     text: str
