@@ -239,8 +239,14 @@ def _scan_to(pipe: Any, database: str | None, cache_file: Path | None, fd: int, 
     import hyperscan
 
     from kb.config import cache_dir_for, resolve_database_url, sqlite_reader_uri
+    from kb.matcher import heap
     from kb.matcher.cachefile import CACHE_FILE, shard_blobs
 
+    # Its C heap on huge pages too (kb.matcher.heap): the shard's blob and Hyperscan's copy of
+    # it are new memory (24 MB at 150,000 records); a cold match of big.log there then took
+    # 0.227 s against 0.234 (20 pairs) and 0.229 against 0.234 (24), its system time 0.082 s
+    # against 0.102.
+    heap.on_huge_pages()
     cache = cache_file or cache_dir_for(resolve_database_url(database)) / CACHE_FILE
     before = os.stat(cache)
     con = sqlite3.connect(sqlite_reader_uri(cache, immutable=True), uri=True)
