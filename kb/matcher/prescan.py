@@ -267,7 +267,8 @@ def _scan_to(pipe: Any, database: str | None, cache_file: Path | None, fd: int, 
         blobs = list(shard_blobs(con))
     finally:
         con.close()
-    if (os.stat(cache).st_dev, os.stat(cache).st_ino) != (before.st_dev, before.st_ino):
+    after = os.stat(cache)
+    if (after.st_dev, after.st_ino) != (before.st_dev, before.st_ino):
         return  # replaced while read (a build, a fetch): the match loads the new one
     data = cast(bytes, log)  # a buffer: Hyperscan scans it in place
     ends: list[tuple[int, int]] = []

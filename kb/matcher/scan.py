@@ -140,7 +140,8 @@ class LogScan(ScanState):
         # them apart from the block finds what scanning both together would.
         carry_data = "\n".join(kept).encode("utf-8", "replace") if kept else b""
         carried = self._carried(len(kept), carry_data)
-        self._remember(scanned.block)
+        if self.prescanned is not None:
+            self._remember(scanned.block)
         keys_by_line: dict[int, set[int]] = {}
         for line_index, key_id in (
             self.prefilter.hits_by_line(carry_data) if carried is None else carried[0]
@@ -168,11 +169,11 @@ class LogScan(ScanState):
             return [], []
         chain: list[tuple[int, bytes]] = []  # (offset, data) of the blocks, the last first
         held = 0
-        for block in reversed(self.recent_blocks):
-            if block.data is None or block.offset is None:
+        for offset, read, count in reversed(self.recent_blocks):
+            if read is None or offset is None:
                 return None
-            chain.append((block.offset, block.data))
-            held += len(block.lines)
+            chain.append((offset, read))
+            held += count
             if held >= lines:
                 break
         if held < lines:
@@ -188,10 +189,11 @@ class LogScan(ScanState):
         return hits_at(found, data, origin + end - len(data))
 
     def _remember(self, block: LineBlock) -> None:
-        """Keep the blocks whose lines may still be carried (CARRY_LINES of them)."""
+        """Keep where the blocks whose lines may still be carried (CARRY_LINES of them) were
+        read, their bytes and how many lines they held (not their lines)."""
         recent = self.recent_blocks
-        recent.append(block)
-        while len(recent) > 1 and sum(len(b.lines) for b in recent[1:]) >= CARRY_LINES:
+        recent.append((block.offset, block.data, len(block.lines)))
+        while len(recent) > 1 and sum(count for _, _, count in recent[1:]) >= CARRY_LINES:
             del recent[0]
 
     def _note_frame(self, line_index: int, style: str | None = None) -> None:

@@ -21,7 +21,6 @@ from kb.matcher.verify import Hit, Verifier
 from kb.matcher.window import Window
 
 if TYPE_CHECKING:
-    from kb.logtext import LineBlock
     from kb.matcher.fuzzy import NearMiss, NearMissSearch
     from kb.matcher.prescan import Prescanned
     from kb.matcher.unexplained import Seen
@@ -88,4 +87,6 @@ class ScanState:
         # the whole file's prefilter hits, and where this scan's stream starts in the file,
         # when a helper scanned it (kb.matcher.prescan; a part of a big log file only)
         self.prescanned: tuple[Prescanned, int] | None = None
-        self.recent_blocks: list[LineBlock] = []  # the last blocks worked on (scan._remember)
+        # (offset, data, lines) of the last blocks worked on while the hits are a helper's
+        # (scan._remember)
+        self.recent_blocks: list[tuple[int | None, bytes | None, int]] = []
