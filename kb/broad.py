@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from kb.query import sample_runs
 from kb.ranking import FUNCTION, Ranker, Slots
 
 # kb's own bm25 scores every record that holds a broad query's phrase in the walk that finds
@@ -39,6 +40,27 @@ BROAD_RECORDS: Final = 3_000
 TEXT_CHUNK: Final = 64
 # No score is above this: the threshold of a query that finds fewer records than the limit.
 NO_THRESHOLD: Final = 1e308
+# Whether the records holding the phrase word for word mostly hold its text too is read from
+# a sample of the keys, SAMPLE_RUNS runs of SAMPLE_RUN (kb.query.sample_runs): the runs'
+# holders, and their text (a look-up each). FTS5 takes about a millisecond to start a phrase
+# of common words on each run whatever its length ("n must be an", 1.0 ms for 128 keys or for
+# 32,768), so the runs are few and long. The share is nearly all or nearly none: at a million
+# records, 2026-12-05, "should be a" 4,945 of 4,967, "is not supported" 14,406 of 14,429,
+# "must be" every one of 112,879; "plotly graph" none of 12,645 (the messages say
+# plotly.graph_objs), "exactly one of input ids" none of 3,753 (input_ids), "type is not"
+# 105 of 1,252. Where fewer than MIN_SAMPLED are in the sample, the phrase's records are
+# few (about 1,500 or fewer at a million): scoring them all first costs little either way.
+MIN_SAMPLED: Final = 3
+SAMPLE_RUNS: Final = 4
+SAMPLE_RUN: Final = 512
+# Below this share the text is read first, in the walk that finds the records, and only those
+# that hold it are scored: every record is then read (a look-up each, 1.5-3 us) but few scored
+# (kb's own bm25, 5-7 us each), where scoring first scores all and, finding fewer than the
+# limit that hold the text, reads every one as well. At a million records, warm, 2026-12-05:
+# "ValueError plotly graph" 110 against 216 ms, "plotly graph objs" 90 against 162,
+# "exactly one of input ids" 76 against 98. Above it, scoring first reads the text of the
+# best alone (the first chunk usually fills the limit).
+TEXT_FIRST_SHARE: Final = 1 / 3
 
 
 @dataclass(frozen=True)
@@ -51,8 +73,10 @@ class Held:
     text: tuple[str, list[Any]]
 
 
-# The records that hold a phrase, (key, score) best first; None where the walk could not run.
-HeldScores = Callable[[str], list[tuple[int, float]] | None]
+# The records of an FTS5 expression (given first), or those of them whose text holds the phrase
+# too (SQL on `records r` and its parameters, given second), as (key, score) best first; None
+# where the walk could not run.
+HeldScores = Callable[[str, tuple[str, list[Any]] | None], list[tuple[int, float]] | None]
 
 
 def best_records(
@@ -104,12 +128,38 @@ def _best_holding(
     held_scores: HeldScores | None = None,
 ) -> list[tuple[Any, ...]]:
     """The best `limit` of the records that hold the phrase, as `_best` gives them (every
-    one, when fewer hold it). FTS5 finds and scores those that hold it word for word; their
-    text is read best first, TEXT_CHUNK at a time, until `limit` hold it and the next score
-    is worse than the limit-th's."""
-    scores = _held_scores(run, rank, ranked, held.worded, held_scores)
+    one, when fewer hold it). FTS5 finds and scores those that hold it word for word; where
+    a sample says most of them hold its text, their text is read best first, TEXT_CHUNK at
+    a time, until `limit` hold it and the next score is worse than the limit-th's; else the
+    text is read in the walk that finds them, and only those holding it are scored."""
+    sampled, share = text_share(run, held)
+    text_first = sampled >= MIN_SAMPLED and share < TEXT_FIRST_SHARE
+    text = held.text if text_first else None
+    scores = _held_scores(run, rank, ranked, held.worded, text, held_scores)
     if not scores:
         return []
+    holders = dict(scores) if text_first else _holding(run, held, scores, limit)
+    threshold = sorted(holders.values())[limit - 1] if len(holders) >= limit else None
+    chosen = {
+        key: score for key, score in holders.items() if threshold is None or score <= threshold
+    }
+    if not chosen:
+        return []
+    marks = ", ".join("?" * len(chosen))
+    rows = run(f"SELECT {columns}, r.key FROM records r WHERE r.key IN ({marks})", list(chosen))
+    best = sorted((chosen[row[-1]], row[0], row) for row in rows)[:limit]
+    return [(*row[:-1], score, row[-1]) for score, _, row in best]
+
+
+def _holding(
+    run: Callable[..., list[tuple[Any, ...]]],
+    held: Held,
+    scores: Sequence[tuple[Any, ...]],
+    limit: int,
+) -> dict[int, float]:
+    """Of the records `scores` gives (key and score, best first), those whose text holds the
+    phrase, read TEXT_CHUNK at a time until `limit` hold it and the next chunk's best score
+    is worse than the limit-th's: every one that can be among the best."""
     text_sql, text_params = held.text
     holders: dict[int, float] = {}
     threshold: float | None = None
@@ -128,15 +178,25 @@ def _best_holding(
         holders.update((key, score) for key, score in chunk if key in holding)
         if len(holders) >= limit:
             threshold = sorted(holders.values())[limit - 1]
-    chosen = {
-        key: score for key, score in holders.items() if threshold is None or score <= threshold
-    }
-    if not chosen:
-        return []
-    marks = ", ".join("?" * len(chosen))
-    rows = run(f"SELECT {columns}, r.key FROM records r WHERE r.key IN ({marks})", list(chosen))
-    best = sorted((chosen[row[-1]], row[0], row) for row in rows)[:limit]
-    return [(*row[:-1], score, row[-1]) for score, _, row in best]
+    return holders
+
+
+def text_share(run: Callable[..., list[tuple[Any, ...]]], held: Held) -> tuple[int, float]:
+    """How many records of the sample (SAMPLE_RUNS runs of SAMPLE_RUN keys) hold the phrase
+    word for word, and what share of them hold its text too (0.0 for none)."""
+    low, high = run("SELECT (SELECT min(key) FROM records), (SELECT max(key) FROM records)")[0]
+    runs = sample_runs(low, high, runs=SAMPLE_RUNS, size=SAMPLE_RUN)
+    if not runs:
+        return 0, 0.0
+    one = "SELECT rowid FROM records_fts WHERE records_fts MATCH ? AND rowid BETWEEN ? AND ?"
+    text_sql, text_params = held.text
+    sql = (
+        f"SELECT count(*), total({text_sql}) FROM records r WHERE r.key IN "
+        f"({' UNION ALL '.join(one for _ in runs)})"
+    )
+    params = [*text_params, *(v for low, high in runs for v in (held.worded, low, high))]
+    ((sampled, holding),) = run(sql, params)
+    return int(sampled), float(holding) / sampled if sampled else 0.0
 
 
 def own_held_scores(
@@ -150,17 +210,17 @@ def own_held_scores(
     of kb.query.held_word_for_word's expression: the query's expression, whose phrases take
     the ranking's `slots` (kb.query.rank_slots; `counts` gives their terms' record counts),
     then one phrase for each of the `phrases`, which rank nothing; of a query that finds
-    `total` records, the most it may score. None where the ranker cannot run."""
+    `total` records, the most it may score. None where the ranker cannot run. Given the
+    text's SQL, only the records that hold it are scored (read in the same walk)."""
     phrase_slots, slot_terms = slots
 
-    def scores(worded: str) -> list[tuple[int, float]] | None:
+    def scores(worded: str, text: tuple[str, list[Any]] | None) -> list[tuple[int, float]] | None:
         phrase_slots_all = (*phrase_slots, *[-1] * phrases)
         counted = Slots(phrase_slots_all, tuple(counts(slot_terms)), total)
-        sql = (
-            f"SELECT rowid, {FUNCTION}(records_fts, {counted.literal()}) AS rank "
-            "FROM records_fts WHERE records_fts MATCH ? ORDER BY rank"
+        sql, params = _holders_sql(
+            f"{FUNCTION}(records_fts, {counted.literal()}) AS rank", worded, text
         )
-        rows = ranker.rows(sql, [worded])
+        rows = ranker.rows(sql + " ORDER BY rank", params)
         if rows is None:
             return None
         return [(int(key), float(score)) for key, score in rows]
@@ -173,19 +233,21 @@ def _held_scores(
     rank: str,
     ranked: str,
     worded: str,
+    text: tuple[str, list[Any]] | None,
     held_scores: HeldScores | None,
 ) -> list[tuple[Any, ...]]:
-    """The records of `worded` with their scores, best first: in the walk that finds them
-    where `held_scores` can (one walk, not two: "AssertionError be not", 1,291 records of
-    52,899, 52 against 83 ms at a million records, 2026-12-03), else found, then scored by
-    FTS5's bm25."""
-    found = held_scores(worded) if held_scores is not None else None
+    """The records of `worded` (those whose text holds the phrase too, given its SQL) with
+    their scores, best first: in the walk that finds them where `held_scores` can (one walk,
+    not two: "AssertionError be not", 1,291 records of 52,899, 52 against 83 ms at a million
+    records, 2026-12-03), else found, then scored by FTS5's bm25."""
+    found = held_scores(worded, text) if held_scores is not None else None
     if found is not None:
         return list(found)
     # The holders first, on their own: where none holds the phrase (the usual case for a
     # query of common words, and always for a word the speller corrected), the walk of the
     # ranked expression is saved; 13 of the 14 ms of "inuts_embeds" at a million.
-    keys = _rowids(run, worded)
+    sql, params = _holders_sql("", worded, text)
+    keys = [key for (key,) in run(sql, params)]
     if not keys:
         return []
     # the keys as one JSON array (SQLite's JSON functions, built in since 3.38): any number
@@ -196,12 +258,21 @@ def _held_scores(
     )
 
 
-def _rowids(run: Callable[..., list[tuple[Any, ...]]], expression: str) -> list[int]:
-    """The keys of the records an FTS5 expression finds, none scored or read."""
-    return [
-        key
-        for (key,) in run("SELECT rowid FROM records_fts WHERE records_fts MATCH ?", [expression])
-    ]
+def _holders_sql(
+    scored: str, worded: str, text: tuple[str, list[Any]] | None
+) -> tuple[str, list[Any]]:
+    """The SELECT of the keys (and the `scored` column, if any) of the records of the FTS5
+    expression `worded`, or of those of them whose text holds the phrase (`text`: SQL on
+    `records r` and its parameters), and its parameters."""
+    selected = ", ".join(c for c in ("records_fts.rowid", scored) if c)
+    if text is None:
+        return f"SELECT {selected} FROM records_fts WHERE records_fts MATCH ?", [worded]
+    text_sql, text_params = text
+    return (
+        f"SELECT {selected} FROM records_fts JOIN records r ON r.key = records_fts.rowid "
+        f"WHERE records_fts MATCH ? AND {text_sql}",
+        [worded, *text_params],
+    )
 
 
 def _best(

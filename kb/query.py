@@ -240,19 +240,25 @@ class CommonWords:
             # two subqueries: SQLite finds min() or max() alone from the key, both by a scan
             sql = "SELECT (SELECT min(key) FROM records), (SELECT max(key) FROM records)"
             low, high = self.run(sql)[0]
-            if low is None:
-                self._runs = []
-            elif high - low + 1 <= SAMPLE_RUNS * SAMPLE_RUN:
-                self._runs = [(low, high)]
-            else:
-                step = (high - low + 1) // SAMPLE_RUNS
-                starts = (low + i * step for i in range(SAMPLE_RUNS))
-                self._runs = [(start, start + SAMPLE_RUN - 1) for start in starts]
+            self._runs = sample_runs(low, high)
             if self._runs:
                 one = "(SELECT count(*) FROM records WHERE key BETWEEN ? AND ?)"
                 sql = "SELECT " + " + ".join(one for _ in self._runs)
                 (self._sampled,) = self.run(sql, [v for run in self._runs for v in run])[0]
         return self._runs
+
+
+def sample_runs(
+    low: int | None, high: int | None, runs: int = SAMPLE_RUNS, size: int = SAMPLE_RUN
+) -> list[tuple[int, int]]:
+    """`runs` ranges of `size` keys evenly spread from `low` to `high` (the records' least
+    and greatest key), or one range of all of them where they are fewer; none for none."""
+    if low is None or high is None:
+        return []
+    if high - low + 1 <= runs * size:
+        return [(low, high)]
+    step = (high - low + 1) // runs
+    return [(start, start + size - 1) for start in (low + i * step for i in range(runs))]
 
 
 class PhraseCounts:

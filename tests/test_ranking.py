@@ -277,13 +277,16 @@ BROAD_QUERIES = [
 
 
 @pytest.mark.parametrize(
-    ("limit", "chunk", "own_scores"),
+    ("limit", "chunk", "own_scores", "text_first"),
     [
-        (5, None, "all"),
-        (20, None, "all"),
-        (5, 2, "all"),
-        (5, None, "none"),
-        (5, 2, "none"),
+        (5, None, "all", "sampled"),
+        (20, None, "all", "sampled"),
+        (5, 2, "all", "never"),
+        (5, None, "all", "always"),
+        (20, None, "all", "always"),
+        (5, None, "none", "never"),
+        (5, 2, "none", "never"),
+        (5, None, "none", "always"),
     ],
 )
 def test_a_query_that_finds_many_reads_only_its_best_records_and_ranks_them_alike(
@@ -292,18 +295,22 @@ def test_a_query_that_finds_many_reads_only_its_best_records_and_ranks_them_alik
     limit: int,
     chunk: int | None,
     own_scores: str,
+    text_first: str,
 ) -> None:
     """kb.broad's ranking (FTS5 scores alone, the phrase's records found by FTS5, only the
     best records read) is the one statement's: the same totals, methods, ids in order and
     scores, where the phrase's records fill the page and where they do not (with reads of 2
     records at a time too); the phrase's records scored by kb's own bm25 in the walk that
-    finds them, or by FTS5's bm25 after it."""
+    finds them, or by FTS5's bm25 after it; their text read best first or, where the sample
+    says few hold it (or always, or never), in the walk that finds them."""
     import kb.broad
 
     if chunk is not None:
         monkeypatch.setattr("kb.broad.TEXT_CHUNK", chunk)
     if own_scores == "none":
-        monkeypatch.setattr("kb.search.own_held_scores", lambda *_: lambda _worded: None)
+        monkeypatch.setattr("kb.search.own_held_scores", lambda *_: lambda _worded, _text: None)
+    if text_first != "sampled":
+        monkeypatch.setattr("kb.broad.TEXT_FIRST_SHARE", 2.0 if text_first == "always" else 0.0)
     holding = kb.broad._best_holding
     filled = partly = broad = scored = 0
 
@@ -312,9 +319,9 @@ def test_a_query_that_finds_many_reads_only_its_best_records_and_ranks_them_alik
         held_scores = args[5]
         if held_scores is not None:
 
-            def counted(worded: str) -> Any:
+            def counted(worded: str, text: Any) -> Any:
                 nonlocal scored
-                found = held_scores(worded)
+                found = held_scores(worded, text)
                 scored += found is not None
                 return found
 
@@ -342,3 +349,54 @@ def test_a_query_that_finds_many_reads_only_its_best_records_and_ranks_them_alik
         ], query
     assert broad >= len(BROAD_QUERIES) - 2 and filled >= 2 and partly >= 1  # tests something
     assert (scored >= broad - 2) if own_scores != "none" else scored == 0
+
+
+@pytest.mark.parametrize(
+    "phrase",
+    ["must be", "is not supported", "not found", "num heads", "hidden size"],
+)
+def test_the_sampled_text_share_is_the_share_of_the_sampled_records_holding_the_text(
+    real_kb: KnowledgeBase, phrase: str
+) -> None:
+    """kb.broad.text_share counts the records of its sample (4 runs of 512 keys) that
+    hold a phrase word for word, and says what share of them hold its text: all ("must be"),
+    none ("num heads": the messages say num_heads), some ("hidden size"), each as a walk of
+    every record finds them."""
+    import sqlite3
+
+    import kb.broad
+    from kb.config import sqlite_file
+    from kb.query import fts_phrase, held_word_for_word, phrase_held, sample_runs
+
+    path = sqlite_file(real_kb.url)
+    assert path is not None
+    conn = sqlite3.connect(path)
+    statements: list[str] = []
+
+    def run(sql: str, params: Any = ()) -> list[tuple[Any, ...]]:
+        statements.append(sql)
+        return conn.execute(sql, params).fetchall()
+
+    worded = held_word_for_word([phrase], " AND ".join(fts_phrase(w) for w in phrase.split()))
+    assert worded is not None
+    held = kb.broad.Held(worded, phrase_held([phrase]))
+    text_sql, text_params = held.text
+    ((low, high),) = run("SELECT min(key), max(key) FROM records")
+    runs = sample_runs(low, high, kb.broad.SAMPLE_RUNS, kb.broad.SAMPLE_RUN)
+    assert len(runs) == kb.broad.SAMPLE_RUNS  # 3,000 keys: a sample of 2,048 of them
+
+    def in_sample(rows: list[tuple[Any, ...]]) -> int:
+        return sum(any(a <= key <= b for a, b in runs) for (key,) in rows)
+
+    words = run("SELECT rowid FROM records_fts WHERE records_fts MATCH ?", [worded])
+    holding = run(
+        "SELECT r.key FROM records_fts JOIN records r ON r.key = records_fts.rowid "
+        f"WHERE records_fts MATCH ? AND {text_sql}",
+        [worded, *text_params],
+    )
+    statements.clear()
+    sampled, share = kb.broad.text_share(run, held)
+    conn.close()
+    assert len(statements) == 2  # the keys' span, then the sample and its text at once
+    assert in_sample(words) > 0
+    assert (sampled, share) == (in_sample(words), in_sample(holding) / in_sample(words))
