@@ -202,6 +202,43 @@ def test_phrase_counts_are_kept_for_the_next_process(
     assert [(r.id, r.score) for r in again.results] == [(r.id, r.score) for r in first.results]
 
 
+def test_a_phrase_no_record_holds_once_counted_is_not_walked_again(
+    real_kb: KnowledgeBase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A term no record holds (its count known: kept per revision) means the query finds
+    nothing: no statement walks the index for it, and the answer is the walk's."""
+    import kb.query
+
+    monkeypatch.setattr(kb.query, "_COUNTS", {})
+    query = '"be the of"'  # common words, side by side in no record
+    walked, _used = _search(real_kb, monkeypatch, True, query, Filters())
+    assert walked.total == 0 and walked.results == []
+    statements: list[str] = []
+    rows = Searcher.__init__
+
+    def spying(self: Searcher, *args: Any, **kwargs: Any) -> None:
+        rows(self, *args, **kwargs)
+        run = self.run
+
+        def spied(sql: str, params: Any = ()) -> Any:
+            statements.append(sql)
+            return run(sql, params)
+
+        self.run = spied
+
+    ranker_rows = Ranker.rows
+
+    def ranker_spied(self: Ranker, sql: str, params: Any = ()) -> Any:
+        statements.append(sql)
+        return ranker_rows(self, sql, params)
+
+    monkeypatch.setattr(Searcher, "__init__", spying)
+    monkeypatch.setattr(Ranker, "rows", ranker_spied)
+    again, _used = _search(real_kb, monkeypatch, True, query, Filters())
+    assert (again.total, again.results, again.method) == (0, [], walked.method)
+    assert statements and not [sql for sql in statements if "MATCH" in sql], statements
+
+
 @pytest.mark.parametrize(
     ("terms", "mode", "common", "slots", "slot_terms"),
     [
