@@ -16,7 +16,14 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Final
 
-from kb.config import HEAD_REVISION, cache_dir_for, masked, sqlite_file, sqlite_reader_uri
+from kb.config import (
+    HEAD_REVISION,
+    SEARCH_MMAP_PRAGMA,
+    cache_dir_for,
+    masked,
+    sqlite_file,
+    sqlite_reader_uri,
+)
 from kb.errors import DatabaseError
 from kb.sql import Runner, SqliteRunner, read_revision, records_by_id
 
@@ -82,6 +89,7 @@ class QuickReader:
             return None
         try:
             conn = sqlite3.connect(sqlite_reader_uri(path), uri=True, timeout=30)
+            conn.execute(SEARCH_MMAP_PRAGMA)
         except sqlite3.Error:
             return None
         return cls(conn, SqliteRunner(conn), str(path))

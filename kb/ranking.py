@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from kb.config import sqlite_reader_uri
+from kb.config import SEARCH_MMAP_PRAGMA, sqlite_reader_uri
 
 if TYPE_CHECKING:  # apsw is imported only when a ranker is opened
     from apsw import FTS5ExtensionApi
@@ -250,6 +250,7 @@ class Ranker:
         try:
             conn = apsw.Connection(self.uri, flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI)
             conn.set_busy_timeout(self.busy_timeout_ms)
+            conn.execute(SEARCH_MMAP_PRAGMA)
             conn.register_fts5_function(FUNCTION, kb_bm25)
         except apsw.Error:
             self._unusable = True
