@@ -53,7 +53,19 @@ import peers  # noqa: E402
 import scale_corpus  # noqa: E402
 import search_sealed  # noqa: E402
 from bench_import import PARSE_ONLY  # noqa: E402
-from harness import KB, PY, ROOT, Sample, cache_dir, db_sizes, not_run, repeat, rm_db, timed  # noqa: E402
+from harness import (  # noqa: E402
+    KB,
+    PY,
+    ROOT,
+    Sample,
+    cache_dir,
+    db_sizes,
+    not_run,
+    repeat,
+    rm_db,
+    settle,
+    timed,
+)
 from tables import RunInfo, render  # noqa: E402
 from targets import MILLION  # noqa: E402
 
@@ -108,6 +120,11 @@ for name, queries in json.loads(sys.argv[4]).items():
     for key, sample in ((name, times), (name + "_first", first)):
         sample.sort()
         out[key] = [statistics.median(sample), sample[int(0.95 * len(sample))]]
+# The process's memory at its end, by kind: its own (anonymous) pages, and the files' pages it
+# maps (the search maps the database file: those are the page cache's, shared and clean).
+with open("/proc/self/status") as status:
+    kinds = [line.split(":", 1) for line in status if line.startswith(("RssAnon", "RssFile"))]
+out["rss_kinds"] = {name: int(value.split()[0]) / 1024 for name, value in kinds}
 print(json.dumps(out))
 """
 
@@ -172,12 +189,14 @@ def measure_import(
     def peer() -> Sample:
         log(f"{count}: sqlite-utils insert --nl")
         rm_db(su_db)
+        settle()
         return peers.sqlite_utils_insert(corpus, su_db)
 
     def command() -> Sample:
         # The headline: the command a user runs, on a new database with no matcher cache.
-        log(f"{count}: kb import, the command (import, then the matcher build, in one process)")
+        log(f"{count}: kb import, the command (the import, the matcher built beside it)")
         fresh()
+        settle()
         return timed([*KB, "--db", str(db), "import", "--quiet", str(corpus)])
 
     # In turns, the one that goes first swapped each round: a slow spell of a shared machine
@@ -214,6 +233,7 @@ def measure_match(
 ) -> dict[str, Any]:
     res: dict[str, Any] = {}
     match = [*KB, "--db", str(db), "match", "--json"]
+    settle()
     log(f"{count}: cold kb match")
     res["python_start"] = repeat(5, lambda: timed([PY, "-c", "pass"]))
     res["cold_paste"] = repeat(max(5, runs), lambda: timed([*match, str(PASTE)]))

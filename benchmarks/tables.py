@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import scale_corpus
 from answers import Check
@@ -45,6 +45,9 @@ class RunInfo:
 
 def fmt_s(x: float) -> str:
     return f"{x:.3f}" if x < 1 else f"{x:.2f}" if x < 100 else f"{x:,.0f}"
+
+
+NAN: Final = float("nan")
 
 
 def fmt_mb(x: float) -> str:
@@ -406,7 +409,19 @@ def render(results: list[dict[str, Any]], info: RunInfo, failures: list[str]) ->
         "cold `kb search` (new process), median of 5 queries: s", lambda r: secs(r["cold_search"])
     )
     t.row("warm process peak RSS MB (index + searches)", lambda r: fmt_mb(r["warm_rss"]))
+    t.row(
+        "of which at its end: its own memory (RssAnon) / the database file's pages it maps, "
+        "the page cache's (RssFile): MB",
+        _rss_kinds,
+    )
     return "\n".join(lines) + "\n"
+
+
+def _rss_kinds(result: dict[str, Any]) -> str:
+    kinds = result["warm"].get("rss_kinds")
+    if not kinds:
+        return "-"
+    return f"{fmt_mb(kinds.get('RssAnon', NAN))} / {fmt_mb(kinds.get('RssFile', NAN))}"
 
 
 def _first_development(result: dict[str, Any]) -> str:
