@@ -7,8 +7,9 @@ records the join costs about 4.5 us a record, 60 of the 109 ms of "should be a" 
 records). Here FTS5 alone scores the records (rowid and bm25), a second FTS5 query finds
 those whose message holds the query's words side by side, scored in the same walk by kb's
 own bm25 where it can (the text of the best of them is read, to see that it holds the query
-as kb.query.phrase_held says), and only the records scoring at most the limit-th score are
-read (every tie with it too, so the id still breaks ties as before).
+as kb.query.phrase_held says; or, where a sample says few of them hold it, every one's text
+in that walk, and only those that hold it are scored), and only the records scoring at most
+the limit-th score are read (every tie with it too, so the id still breaks ties as before).
 """
 
 from __future__ import annotations
