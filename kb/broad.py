@@ -195,7 +195,7 @@ def text_share(run: Callable[..., list[tuple[Any, ...]]], held: Held) -> tuple[i
         f"SELECT count(*), total({text_sql}) FROM records r WHERE r.key IN "
         f"({' UNION ALL '.join(one for _ in runs)})"
     )
-    params = [*text_params, *(v for low, high in runs for v in (held.worded, low, high))]
+    params = [*text_params, *(v for first, last in runs for v in (held.worded, first, last))]
     ((sampled, holding),) = run(sql, params)
     return int(sampled), float(holding) / sampled if sampled else 0.0
 

@@ -214,10 +214,10 @@ def test_a_phrase_no_record_holds_once_counted_is_not_walked_again(
     walked, _used = _search(real_kb, monkeypatch, True, query, Filters())
     assert walked.total == 0 and walked.results == []
     statements: list[str] = []
-    rows = Searcher.__init__
+    init = Searcher.__init__
 
     def spying(self: Searcher, *args: Any, **kwargs: Any) -> None:
-        rows(self, *args, **kwargs)
+        init(self, *args, **kwargs)
         run = self.run
 
         def spied(sql: str, params: Any = ()) -> Any:
