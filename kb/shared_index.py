@@ -32,6 +32,13 @@ PART_BYTES: Final = 4 << 20
 # zlib level 1: 38 MB of cache (69,652 records) become 17 MB in 0.7 s and come back in 0.25 s;
 # level 6 saves 2 MB more for three times the compression time.
 COMPRESSION_LEVEL: Final = 1
+# The same zlib format made by ISA-L (the `isal` package), where it is installed: the fetching
+# side reads it with the standard library's zlib as before. Its level 2 makes parts as small
+# as zlib's level 1 (the 150,000-record file, 107 MB: 39.9 MB both) four to five times faster
+# (0.25 s against 1.06 s on one thread, 2026-12-05), and it lets go of the GIL as zlib does.
+# That compression runs in the build beside an import, on the core the import's own last
+# seconds need.
+ISAL_LEVEL: Final = 2
 # Parts compressed at once when a file is stored: the machine's two cores. `kb import` stores
 # the file after its matcher build has ended, with both cores free: the 150k-record file
 # (105 MB) in 0.7 s against 1.2 s one part at a time, the 1M one (690 MB) in 4.1 s against
@@ -128,14 +135,25 @@ def _parts(path: Path) -> Iterator[bytes]:
     from collections import deque  # here: the fetching side (a cold `kb match`) needs neither
     from concurrent.futures import Future, ThreadPoolExecutor
 
+    compress, level = _compressor()
     with open(path, "rb") as fh, ThreadPoolExecutor(COMPRESSORS) as pool:
         pending: deque[Future[bytes]] = deque()
         while chunk := fh.read(PART_BYTES):
-            pending.append(pool.submit(zlib.compress, chunk, COMPRESSION_LEVEL))
+            pending.append(pool.submit(compress, chunk, level))
             if len(pending) > COMPRESSORS:
                 yield pending.popleft().result()
         while pending:
             yield pending.popleft().result()
+
+
+def _compressor() -> tuple[Callable[[bytes, int], bytes], int]:
+    """The zlib compression the parts are made with, and its level: ISA-L's where it is
+    installed (the same format, faster), else the standard library's."""
+    try:
+        from isal import isal_zlib
+    except ImportError:
+        return zlib.compress, COMPRESSION_LEVEL
+    return isal_zlib.compress, ISAL_LEVEL
 
 
 def write_parts(path: Path, out: Path) -> None:

@@ -378,17 +378,28 @@ def test_fetching_or_building_the_index_says_so_with_its_true_duration(
             assert conn.exec_driver_sql(f"SELECT count(*) FROM {TABLE}").scalar() == 1
 
 
+@pytest.mark.parametrize("compressor", ["isal", "zlib"])
 def test_a_stored_index_of_many_parts_comes_back_whole_and_in_order(
-    db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, compressor: str
 ) -> None:
     """The parts are compressed on threads: whatever order they finish in, they are stored
-    and fetched in the file's order."""
+    and fetched in the file's order; made by ISA-L (where installed) or by the standard
+    library's zlib, the fetching side reads them with the standard library's."""
     import random
+    import sys
+    import zlib
 
     import kb.shared_index as shared
     from kb.knowledge import KnowledgeBase
     from kb.sql import SqlAlchemyRunner
 
+    if compressor == "zlib":
+        monkeypatch.setitem(sys.modules, "isal", None)  # its import fails, as when missing
+        assert shared._compressor() == (zlib.compress, shared.COMPRESSION_LEVEL)
+    else:
+        from isal import isal_zlib  # a project dependency
+
+        assert shared._compressor() == (isal_zlib.compress, shared.ISAL_LEVEL)
     monkeypatch.setattr(shared, "PART_BYTES", 1000)
     rng = random.Random(7)  # parts that compress unevenly: some finish before earlier ones
     content = (
