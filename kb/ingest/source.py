@@ -19,8 +19,9 @@ import gzip
 import io
 import itertools
 import json
+import zlib
 from collections.abc import Iterable, Iterator
-from typing import IO, Any, Final
+from typing import IO, Any, Final, cast
 
 from kb.errors import InputError
 from kb.ingest.reading import (
@@ -66,7 +67,7 @@ class Source:
             # what the decompressor has taken so far
             consumed = CountingReader(buffered, hashed=False)
             self.inner = CountingReader(
-                gzip.GzipFile(fileobj=consumed, mode="rb"),  # type: ignore[arg-type]
+                _gunzipped(consumed),  # type: ignore[arg-type]
                 compressed=consumed,
                 name=self.name,
                 hashed=False,
@@ -84,10 +85,36 @@ class Source:
             yield from items_of_bytes(self.name, self.data)
         except UnicodeDecodeError as exc:
             raise InputError(f"{self.name}: not UTF-8 text ({exc.reason})") from exc
+        except _decompression_errors() as exc:
+            raise InputError(f"{self.name}: not a valid gzip file ({exc})") from exc
         except (OSError, EOFError) as exc:
             if isinstance(exc, InputError):
                 raise
             raise InputError(f"{self.name}: cannot read: {exc}") from exc
+
+
+def _gunzipped(compressed: Any) -> gzip.GzipFile:
+    """The bytes a gzip stream holds: read by ISA-L (the `isal` package) where it is
+    installed, else by the standard library: the same bytes, and the same errors for a stream
+    cut short (EOFError) or not gzip (OSError); a damaged one raises one of
+    _decompression_errors(). ISA-L undoes the 150,000-record corpus's 48 MB in 0.21-0.23 s
+    against 0.65-0.74 s (2026-12-05), a third of a second of an import's own time."""
+    try:
+        from isal.igzip import IGzipFile
+    except ImportError:
+        return gzip.GzipFile(fileobj=compressed, mode="rb")
+    reader: gzip.GzipFile = IGzipFile(fileobj=compressed, mode="rb")  # type: ignore[no-untyped-call]
+    return reader
+
+
+def _decompression_errors() -> tuple[type[Exception], ...]:
+    """What a damaged gzip raises: its deflate stream broken, or its checksum or length wrong
+    (asked for only when something was raised)."""
+    try:
+        from isal import isal_zlib
+    except ImportError:
+        return (zlib.error, gzip.BadGzipFile)
+    return (zlib.error, gzip.BadGzipFile, cast("type[Exception]", isal_zlib.error))
 
 
 def text_of(data: IO[bytes]) -> io.TextIOWrapper:

@@ -144,6 +144,30 @@ def test_a_gzip_cut_short_is_refused_and_nothing_stored(invoke: Any, tmp_path: P
     assert stored(invoke) == 0
 
 
+@pytest.mark.parametrize("reader", ["isal", "gzip"])
+def test_a_damaged_gzip_is_refused_by_name_and_nothing_stored(
+    invoke: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, reader: str
+) -> None:
+    """Bytes flipped inside the deflate stream: one line naming the file, exit 2, nothing
+    stored; read by ISA-L (a project dependency) or, where it is missing, by gzip."""
+    import sys
+
+    if reader == "gzip":
+        for module in ("isal", "isal.igzip", "isal.isal_zlib"):
+            monkeypatch.setitem(sys.modules, module, None)  # their import fails, as if missing
+    data = gzip.compress(("\n".join(good_lines(40)) + "\n").encode())
+    middle = len(data) // 2
+    damaged = data[:middle] + bytes(b ^ 0x5A for b in data[middle : middle + 200])
+    path = tmp_path / "damaged.jsonl.gz"
+    path.write_bytes(damaged + data[middle + 200 :])
+    result = invoke("import", str(path))
+    assert_clean(result)
+    assert result.exit_code == 2, result.stderr
+    assert result.stderr.startswith(f"Error: {path}: not a valid gzip file ("), result.stderr
+    assert result.stderr.count("\n") == 1
+    assert stored(invoke) == 0
+
+
 @pytest.mark.parametrize("filler", [b"\0", b" ", b"["], ids=["zeros", "spaces", "brackets"])
 def test_a_gzip_bomb_is_refused_quickly(invoke: Any, tmp_path: Path, filler: bytes) -> None:
     """A 1 GB expansion in a 1 MB file: refused within seconds, reading a bounded part."""
