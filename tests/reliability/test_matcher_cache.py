@@ -611,6 +611,36 @@ def test_the_import_goes_on_while_the_build_beside_it_is_behind(tmp_path: Path) 
     assert not list((tmp_path / "cache").glob(".matcher-import-*"))
 
 
+def test_the_import_ends_its_rows_without_waiting_for_the_build_to_read_them(
+    tmp_path: Path,
+) -> None:
+    """`end` hands the end over and returns while the child has not read the batches queued
+    before it (the sender's thread writes them); a row sent after the end gives the build up,
+    and nothing is left running or behind. (Liveness, not speed: each step has a minute.)"""
+    import signal
+    import threading
+
+    from kb.matcher.background import QUEUE_BATCHES, BackgroundBuild
+
+    if not hasattr(signal, "SIGSTOP"):
+        pytest.skip("no SIGSTOP here")
+    build = BackgroundBuild(tmp_path / "cache")
+    assert build._child is not None
+    build._child.send_signal(signal.SIGSTOP)
+    rows = [{"id": f"{i:016x}", "documentation": f"{i:06d}" + "x" * 1500} for i in range(1000)]
+    for _ in range(QUEUE_BATCHES // 2):  # 12 MB, past any pipe: the thread is still writing
+        build.rows(rows)
+    ending = threading.Thread(target=build.end, daemon=True)
+    ending.start()
+    ending.join(60)
+    assert not ending.is_alive(), "the end waited for a child that was not reading"
+    assert build.usable and build._sender is not None and build._sender.finishing
+    build.rows(rows)  # rows after the end do not describe the table: the build is given up
+    assert not build.usable and not build.path.exists()
+    assert build._child is None and build._sender is None
+    assert not list((tmp_path / "cache").glob(".matcher-import-*"))
+
+
 def test_a_build_whose_feeding_thread_cannot_start_leaves_nothing_running_or_behind(
     invoke: Any, db_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
