@@ -24,7 +24,7 @@ import sys
 import tempfile
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any, Final
 
@@ -329,17 +329,23 @@ def main(argv: list[str]) -> int:
     """The child: rows from stdin, the cache file written to argv[0] for revision argv[1], and
     beside it the messages' identifiers (kb search's "did you mean") and the file's parts as
     the database stores them (kb.shared_index), compressed while the import still works."""
-    from kb.matcher.build import write_cache_file
+    from kb.matcher.build import sync_path, write_cache_file
     from kb.shared_index import write_parts
 
     path, revision = Path(argv[0]), argv[1]
     identifiers: set[str] = set()
     vocabulary = Vocabulary()
     try:
-        write_cache_file(_sources(sys.stdin.buffer, identifiers, vocabulary), path, revision)
+        write_cache_file(
+            _sources(sys.stdin.buffer, identifiers, vocabulary), path, revision, synced=False
+        )
     except BaseException:
         path.unlink(missing_ok=True)
         raise
+    # The file reaches the disk (before the import renames it into place, after this process
+    # ended) while the word lists and the parts are written: at 150,000 records the sync took
+    # 0.1-0.34 s of the import's last seconds (2026-12-05).
+    syncing = _Syncing(path, sync_path)
     for kind, words in ((IDENTIFIERS, sorted(identifiers)), (VOCABULARY, vocabulary.listed())):
         written = word_list_path(path, kind)
         try:  # no fsync: a list lost in a crash is collected again by the search that needs it
@@ -350,7 +356,35 @@ def main(argv: list[str]) -> int:
         write_parts(path, parts_path(path))
     except OSError:
         parts_path(path).unlink(missing_ok=True)
+    if not syncing.done():
+        path.unlink(missing_ok=True)  # a file not known to be on the disk is not installed
+        return 1
     return 0
+
+
+class _Syncing:
+    """sync_path(path) on a thread of its own (an fsync lets go of the GIL); `done` waits for
+    it: True when it succeeded."""
+
+    def __init__(self, path: Path, sync: Callable[[Path], None]) -> None:
+        self._failed = False
+
+        def run() -> None:
+            try:
+                sync(path)
+            except OSError:
+                self._failed = True
+
+        self._thread = threading.Thread(target=run, name="kb-build-sync")
+        try:
+            self._thread.start()
+        except RuntimeError:  # no thread to be had: synced here, before the rest
+            run()
+
+    def done(self) -> bool:
+        if self._thread.ident is not None:  # started
+            self._thread.join()
+        return not self._failed
 
 
 def word_list_path(path: Path, kind: str) -> Path:

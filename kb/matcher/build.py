@@ -205,11 +205,19 @@ def write_cache_file(
     path: Path,
     revision: str,
     progress: Callable[[int], None] | None = None,
+    *,
+    synced: bool = True,
 ) -> None:
-    """The cache for `revision` written to `path` (an empty or new file) and synced to the
-    disk, ready to be renamed into place; the caller removes it when this raises."""
+    """The cache for `revision` written to `path` (an empty or new file) and, unless not
+    `synced` (the caller then syncs it with sync_path before the rename), synced to the disk,
+    ready to be renamed into place; the caller removes it when this raises."""
     with FEWER_COLLECTIONS:
         _write_cache_file(sources, path, revision, progress)
+    if synced:
+        # Written without a journal or syncs (a failed build is thrown away whole), so the
+        # file reaches the disk before it takes the cache's name: after a crash or a power
+        # cut the name holds the old cache or the new one, never a part of the new.
+        sync_path(path)
 
 
 def _write_cache_file(
@@ -240,13 +248,8 @@ def _write_cache_file(
         "built_s": f"{time.perf_counter() - started:.3f}",
     }
     con.executemany("INSERT INTO meta VALUES (?,?)", list(meta.items()))
-    con.executescript(INDEXES)
     con.commit()
     con.close()
-    # Written without a journal or syncs (a failed build is thrown away whole), so the
-    # file reaches the disk before it takes the cache's name: after a crash or a power
-    # cut the name holds the old cache or the new one, never a part of the new.
-    sync_path(path)
 
 
 def _write_rows(
@@ -270,9 +273,11 @@ def _write_rows(
     if progress is not None and pending:
         progress(len(pending))
     kinds = writer.finish()
-    # The templates and words are written while the last shard compiles in its worker.
+    # The templates, words and indexes are written while the last shard compiles in its
+    # worker (the keys' anchors are final: finish() looked them up).
     _write_templates(writer.con)
     _write_words(writer.con, writer.templates)
+    writer.con.executescript(INDEXES)
     writer.shards_written()
     return kinds
 
@@ -532,39 +537,46 @@ class _RowWriter:
         they were first seen), then codes, then the markers. Returns the kind of every key
         id."""
         con = self.con
-        con.executescript(
-            """
-            CREATE INDEX temp.prec_p ON prec (p, rec);
-            UPDATE patterns SET records = rtrim(records, ']') || ',' ||
-                (SELECT group_concat(rec, ',') FROM prec WHERE prec.p = patterns.idx) || ']'
-            WHERE idx IN (SELECT p FROM prec);
-            """
-        )
         codes = self.codes
-        con.executemany(
-            "INSERT INTO codes VALUES (?,?)", [(c, r) for c, rs in codes.items() for r in rs]
-        )
-        (n_pattern_keys,) = con.execute("SELECT COUNT(DISTINCT key) FROM kp").fetchone()
-        n_keys = n_pattern_keys + len(codes) + len(MARKERS)
-        n_shards = max(1, -(-n_keys // SHARD_KEYS))
-        shards = self._shards = ShardWriter(con, -(-n_keys // n_shards))
-        # Shortest first: each shard holds keys of like length (see SHARD_KEYS).
-        grouped = con.execute(
+        # Shortest first: each shard holds keys of like length (see SHARD_KEYS). The keys are
+        # grouped once, into a table in id order whose rows count them: the count then costs
+        # no second sort of kp (COUNT(DISTINCT key), 0.24 s at 150,000 records, 2026-12-05).
+        # Everything the shards do not need waits until the last one compiles.
+        con.execute(
             """
-            SELECT key, json_group_array(p), MIN(r) AS first, MIN(a)
+            CREATE TEMP TABLE kg AS
+            SELECT key, json_group_array(p) AS patterns, MIN(r) AS first, MIN(a) AS anchor
             FROM (SELECT key, p, rowid AS r, a FROM kp ORDER BY key, rowid)
             GROUP BY key ORDER BY length(key), first
             """
         )
+        (n_pattern_keys,) = con.execute("SELECT count(*) FROM kg").fetchone()
+        n_keys = n_pattern_keys + len(codes) + len(MARKERS)
+        n_shards = max(1, -(-n_keys // SHARD_KEYS))
+        shards = self._shards = ShardWriter(con, -(-n_keys // n_shards))
+        grouped = con.execute("SELECT key, patterns, anchor FROM kg ORDER BY rowid")
         while chunk := grouped.fetchmany(BUILD_CHUNK):
-            for key, patterns, _first, anchor in chunk:  # a key's rows share its anchor
+            for key, patterns, anchor in chunk:  # a key's rows share its anchor
                 shards.add(key, PATTERN, patterns, anchor)
         for code in codes:
             shards.add(code, CODE, "[]", anchor_of(code.encode("utf-8")))
         for marker, kind in MARKERS:
             shards.add(marker, kind, "[]", anchor_of(marker.encode("utf-8")))
         shards.flush()
-        _write_lookup(con)  # while the last shard compiles
+        # While the last shard compiles: each pattern's records, the codes, the lookup.
+        con.executescript(
+            """
+            DROP TABLE kg;
+            CREATE INDEX temp.prec_p ON prec (p, rec);
+            UPDATE patterns SET records = rtrim(records, ']') || ',' ||
+                (SELECT group_concat(rec, ',') FROM prec WHERE prec.p = patterns.idx) || ']'
+            WHERE idx IN (SELECT p FROM prec);
+            """
+        )
+        con.executemany(
+            "INSERT INTO codes VALUES (?,?)", [(c, r) for c, rs in codes.items() for r in rs]
+        )
+        _write_lookup(con)
         return shards.kinds
 
     def shards_written(self) -> None:

@@ -400,6 +400,45 @@ def test_the_cache_reaches_the_disk_before_it_takes_its_name(
     assert events[2][1] == str(tmp_path)  # then the folder, so the rename itself is kept
 
 
+@pytest.mark.parametrize("sync_fails", [False, True], ids=["synced", "sync-failed"])
+def test_the_build_beside_an_import_ends_with_its_file_on_the_disk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sync_fails: bool
+) -> None:
+    """The child syncs its file on a thread while it writes the word lists and the parts,
+    and ends only after the sync: the import renames the file into place after the child
+    ended. A sync that fails leaves no file to install and a failed child."""
+    import io
+    import pickle
+    import struct
+    from types import SimpleNamespace
+
+    import kb.matcher.background as background
+    from kb.records import parse_record
+
+    rows = [parse_record(record).values for record in corpus_records(5)]
+    payload = pickle.dumps([tuple(row.get(c) for c in background.COLUMNS) for row in rows])
+    stdin = io.BytesIO(struct.pack("<Q", len(payload)) + payload + struct.pack("<Q", 0))
+    monkeypatch.setattr(background.sys, "stdin", SimpleNamespace(buffer=stdin))
+    synced: list[str] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        if sync_fails:
+            raise OSError(5, "Input/output error")
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    path = tmp_path / ".matcher-import-test.part"
+    status = background.main([str(path), "r1"])
+    if sync_fails:
+        assert status == 1 and not path.exists()
+    else:
+        assert status == 0 and path.exists()
+        assert synced == [str(path)]
+        assert background.parts_path(path).exists()
+
+
 # ----------------------------------------------------------------------------- one builder
 
 
