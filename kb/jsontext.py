@@ -57,10 +57,10 @@ _encode_string: Final = json.encoder.encode_basestring_ascii
 
 
 def std_dumps(value: Any) -> str:
-    """json.dumps(value), character for character; a list of strings (the records' list
-    columns, a pattern's placeholder names and keys) is joined directly, at a third of the
-    cost of the general encoder."""
-    if type(value) is list:
+    """json.dumps(value), character for character; a list or tuple of strings (the records'
+    list columns, a pattern's placeholder names and keys) is joined directly, at a third of
+    the cost of the general encoder (a tuple went to it: 1.5 us against 0.4 for a list)."""
+    if type(value) is list or type(value) is tuple:
         try:
             return "[" + ", ".join(map(_encode_string, value)) + "]"
         except TypeError:  # an item that is not a string

@@ -610,6 +610,10 @@ def schema_of_file(db_path: Path) -> list[tuple[str, str, str]]:
         [["nested"]],
         {"key": ["value"], "n": 1},
         "a string",
+        (),
+        ("a", "b_c", 'q"uote', "é 😀"),
+        ("name", None, "other"),
+        (("nested",), ["list"]),
     ],
 )
 def test_stored_json_is_exactly_what_json_dumps_writes(value: Any) -> None:
