@@ -36,12 +36,13 @@ FTS_DEFAULT_CONFIG: Final = {"hashsize": 1 << 20, "automerge": 4, "crisismerge":
 # The page cache while a first load makes its indexes again: SQLite's sorter for CREATE INDEX
 # holds as much as the page cache before it spills to temporary files, so with the import's
 # 128 MB the importing process peaked at 354 MB at 1M records (241 MB with the indexes kept).
-INDEX_SORT_CACHE_KIB: Final = 32 << 10
-# Helper threads SQLite's sorter may use while a first load makes its indexes again: a sort
-# larger than the cache above merges its runs on them. At 1M records the tag rows' index took
-# 2.4 s against 3.2-4.0 with none (1.3 s against 1.6 for the slugs' index; 0.5 s more CPU in
-# all), 2026-12-05; a smaller sort fits the cache and uses none.
-INDEX_SORT_THREADS: Final = 2
+# And a helper thread for the sorter (PRAGMA threads): a sort larger than the cache merges
+# its runs on it, while the import's own thread goes on. At 1M records (the tag rows' index
+# and the slugs', twice each, 2026-12-05): 16 MB and one helper 3.2-3.5 s and a 59 MB peak,
+# against 4.8-8.0 s and 75 MB for 32 MB and none; two helpers of 32 MB each took 64 MB more
+# (the import's peak 329 MB). A sort that fits the cache uses no helper.
+INDEX_SORT_CACHE_KIB: Final = 16 << 10
+INDEX_SORT_THREADS: Final = 1
 IN_CHUNK: Final = 500  # ids a statement: under SQLite's 999 bound parameters on old builds
 
 
