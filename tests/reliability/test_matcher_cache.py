@@ -615,23 +615,32 @@ def test_the_rows_sent_to_the_build_beside_an_import(tmp_path: Path) -> None:
     assert batches[1] == [("a" * 16, *[None] * (len(COLUMNS) - 2), "doc")]
 
 
-def test_the_import_goes_on_while_the_build_beside_it_is_behind(tmp_path: Path) -> None:
-    """Batches are written by a thread of their own (kb.matcher.background): with the child
-    stopped, the import still hands over more rows than its pipe holds, and giving the build
-    up then neither waits for the child nor leaves anything behind. (Liveness, not speed: each
-    step has a minute.)"""
+def _stopped_build(tmp_path: Path) -> tuple[Any, list[dict[str, Any]]]:
+    """A build beside an import whose child is stopped (SIGSTOP: it reads nothing), and a
+    batch of rows of about 1.5 MB (each text its own: pickle writes a repeated one once)."""
     import signal
-    import threading
 
-    from kb.matcher.background import QUEUE_BATCHES, BackgroundBuild
+    from kb.matcher.background import BackgroundBuild
 
     if not hasattr(signal, "SIGSTOP"):
         pytest.skip("no SIGSTOP here")
     build = BackgroundBuild(tmp_path / "cache")
     assert build._child is not None
     build._child.send_signal(signal.SIGSTOP)
-    # each text its own (pickle writes a repeated one once): about 1.5 MB a batch
     rows = [{"id": f"{i:016x}", "documentation": f"{i:06d}" + "x" * 1500} for i in range(1000)]
+    return build, rows
+
+
+def test_the_import_goes_on_while_the_build_beside_it_is_behind(tmp_path: Path) -> None:
+    """Batches are written by a thread of their own (kb.matcher.background): with the child
+    stopped, the import still hands over more rows than its pipe holds, and giving the build
+    up then neither waits for the child nor leaves anything behind. (Liveness, not speed: each
+    step has a minute.)"""
+    import threading
+
+    from kb.matcher.background import QUEUE_BATCHES
+
+    build, rows = _stopped_build(tmp_path)
 
     def send() -> None:
         for _ in range(QUEUE_BATCHES // 2):  # 8 batches: 12 MB, past any pipe
@@ -656,17 +665,11 @@ def test_the_import_ends_its_rows_without_waiting_for_the_build_to_read_them(
     """`end` hands the end over and returns while the child has not read the batches queued
     before it (the sender's thread writes them); a row sent after the end gives the build up,
     and nothing is left running or behind. (Liveness, not speed: each step has a minute.)"""
-    import signal
     import threading
 
-    from kb.matcher.background import QUEUE_BATCHES, BackgroundBuild
+    from kb.matcher.background import QUEUE_BATCHES
 
-    if not hasattr(signal, "SIGSTOP"):
-        pytest.skip("no SIGSTOP here")
-    build = BackgroundBuild(tmp_path / "cache")
-    assert build._child is not None
-    build._child.send_signal(signal.SIGSTOP)
-    rows = [{"id": f"{i:016x}", "documentation": f"{i:06d}" + "x" * 1500} for i in range(1000)]
+    build, rows = _stopped_build(tmp_path)
     for _ in range(QUEUE_BATCHES // 2):  # 12 MB, past any pipe: the thread is still writing
         build.rows(rows)
     ending = threading.Thread(target=build.end, daemon=True)
