@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from kb.query import sample_runs
+from kb.query import key_runs
 from kb.ranking import FUNCTION, Ranker, Slots
 
 # kb's own bm25 scores every record that holds a broad query's phrase in the walk that finds
@@ -42,7 +42,7 @@ TEXT_CHUNK: Final = 64
 # No score is above this: the threshold of a query that finds fewer records than the limit.
 NO_THRESHOLD: Final = 1e308
 # Whether the records holding the phrase word for word mostly hold its text too is read from
-# a sample of the keys, SAMPLE_RUNS runs of SAMPLE_RUN (kb.query.sample_runs): the runs'
+# a sample of the keys, SAMPLE_RUNS runs of SAMPLE_RUN (kb.query.key_runs): the runs'
 # holders, and their text (a look-up each). FTS5 takes about a millisecond to start a phrase
 # of common words on each run whatever its length ("n must be an", 1.0 ms for 128 keys or for
 # 32,768), so the runs are few and long. The share is nearly all or nearly none: at a million
@@ -185,8 +185,7 @@ def _holding(
 def text_share(run: Callable[..., list[tuple[Any, ...]]], held: Held) -> tuple[int, float]:
     """How many records of the sample (SAMPLE_RUNS runs of SAMPLE_RUN keys) hold the phrase
     word for word, and what share of them hold its text too (0.0 for none)."""
-    low, high = run("SELECT (SELECT min(key) FROM records), (SELECT max(key) FROM records)")[0]
-    runs = sample_runs(low, high, runs=SAMPLE_RUNS, size=SAMPLE_RUN)
+    runs = key_runs(run, runs=SAMPLE_RUNS, size=SAMPLE_RUN)
     if not runs:
         return 0, 0.0
     one = "SELECT rowid FROM records_fts WHERE records_fts MATCH ? AND rowid BETWEEN ? AND ?"

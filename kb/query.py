@@ -237,15 +237,21 @@ class CommonWords:
         """SAMPLE_RUNS ranges of record keys, evenly spread (one range over all of a small
         table), and how many records they hold (keys may have gaps)."""
         if self._runs is None:
-            # two subqueries: SQLite finds min() or max() alone from the key, both by a scan
-            sql = "SELECT (SELECT min(key) FROM records), (SELECT max(key) FROM records)"
-            low, high = self.run(sql)[0]
-            self._runs = sample_runs(low, high)
+            self._runs = key_runs(self.run)
             if self._runs:
                 one = "(SELECT count(*) FROM records WHERE key BETWEEN ? AND ?)"
                 sql = "SELECT " + " + ".join(one for _ in self._runs)
                 (self._sampled,) = self.run(sql, [v for run in self._runs for v in run])[0]
         return self._runs
+
+
+def key_runs(
+    run: Callable[..., list[tuple[Any, ...]]], runs: int = SAMPLE_RUNS, size: int = SAMPLE_RUN
+) -> list[tuple[int, int]]:
+    """sample_runs over the records' keys as they are now."""
+    # two subqueries: SQLite finds min() or max() alone from the key, both by a scan
+    low, high = run("SELECT (SELECT min(key) FROM records), (SELECT max(key) FROM records)")[0]
+    return sample_runs(low, high, runs, size)
 
 
 def sample_runs(
