@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any, Final
 
+from kb.allocator import helper_env
 from kb.spelling import IDENTIFIERS, VOCABULARY, VOCABULARY_COLUMNS, Vocabulary, identifiers_in
 
 # The columns the build needs, in the order they travel (the documentation only as far as
@@ -91,6 +92,7 @@ class BackgroundBuild:
                 stdin=subprocess.PIPE,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,  # a failed child only means a build after the import
+                env=helper_env(),  # mimalloc, which its key workers inherit (kb.allocator)
             )
         except BaseException:
             self.path.unlink(missing_ok=True)

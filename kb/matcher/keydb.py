@@ -49,6 +49,8 @@ class Compiling:
         if len(keys) < IN_PROCESS_KEYS or not sys.executable or not os.path.isfile(worker):
             self._blob = compile_literals(ids, expressions)
             return
+        from kb.allocator import helper_env  # here: run as the worker, this file has no kb
+
         self._payload = marshal.dumps((list(sys.path), ids, expressions))
         del ids, expressions  # the payload is what stays here
         try:
@@ -62,6 +64,7 @@ class Compiling:
                     stdin=keys_file,
                     stdout=subprocess.PIPE,
                     stderr=subprocess.PIPE,
+                    env=helper_env(),  # Hyperscan's compiler on mimalloc (kb.allocator)
                 )
         except OSError:  # no worker to be had: compiled here when the result is asked for
             self._worker = None
