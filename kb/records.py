@@ -387,7 +387,7 @@ def _fast_values(obj: dict[str, Any]) -> dict[str, Any] | None:
         if x is not None and (type(x) is not int or not 1 <= x <= MAX_INTEGER):
             return None
     x = v["source_code"]
-    if x is not None and (type(x) is not str or x.count("\n") >= SOURCE_CODE_MAX_LINES):
+    if x is not None and type(x) is not str:
         return None
     if v["schema_version"] != SCHEMA_VERSION or type(v["schema_version"]) is not int:
         return None
@@ -405,8 +405,7 @@ def _fast_values(obj: dict[str, Any]) -> dict[str, Any] | None:
     x = v["handling_strategy"]
     if x is not None and (type(x) is not str or x not in HANDLING_STRATEGIES):
         return None
-    x = v["github_url"]
-    if type(x) is not str or not ((x.startswith(_GITHUB) and x.isprintable()) or is_url(x)):
+    if type(v["github_url"]) is not str or type(v["analyzed_at"]) is not str:
         return None
     for column in ("solutions", "prevention_tips", "tags"):
         x = v[column]
@@ -417,17 +416,28 @@ def _fast_values(obj: dict[str, Any]) -> dict[str, Any] | None:
     x = v["background_tag"]
     if x is not None and (type(x) is not str or not TAG_RE.fullmatch(x)):
         return None
+    return v if beyond_types(v) else None
+
+
+def beyond_types(v: dict[str, Any]) -> bool:
+    """The rules of a full record's values that their types and single patterns do not state
+    (kb.ingest.typed checks those in C, _fast_values in Python): the source code's length in
+    lines, the link, the timestamp, and the lines' order. The values' types are checked."""
+    x = v["source_code"]
+    if x is not None and x.count("\n") >= SOURCE_CODE_MAX_LINES:
+        return False
+    x = v["github_url"]
+    if not ((x.startswith(_GITHUB) and x.isprintable()) or is_url(x)):
+        return False
     x = v["analyzed_at"]
-    if type(x) is not str or x not in _valid_timestamps:
+    if x not in _valid_timestamps:
         try:
             _timestamp("analyzedAt", x)
         except FieldError:
-            return None
+            return False
         if len(_valid_timestamps) < 1024:
             _valid_timestamps.add(x)
-    if _span_error(v) is not None:
-        return None
-    return v
+    return _span_error(v) is None
 
 
 def _span_error(values: dict[str, Any]) -> FieldError | None:
@@ -438,6 +448,12 @@ def _span_error(values: dict[str, Any]) -> FieldError | None:
     if start is not None and line is not None and line < start:
         return FieldError("lineNumber", "must not be before sourceCodeStart")
     return None
+
+
+def full_record(values: dict[str, Any]) -> Record:
+    """The Record of a full record's valid column values and no unknown fields (_fast_values'
+    or kb.ingest.typed's); FieldError for a text holding a lone surrogate."""
+    return _unicode_checked(Record(values=values))
 
 
 def parse_record(obj: object) -> Record:

@@ -101,6 +101,9 @@ class Importer:
 
     def add(self, item: Item) -> None:
         value = item.value
+        if isinstance(value, Record):  # a full record read and validated already
+            self._store(item, value, item.dataset_version)
+            return
         if isinstance(value, Unparsable):
             self._reject(item, None, "record", value.reason)
             return
@@ -143,7 +146,9 @@ class Importer:
     def _store(self, item: Item, value: Any, version: str | None) -> None:
         report = self.report
         try:
-            if item.compact or (isinstance(value, dict) and looks_compact(value)):
+            if isinstance(value, Record):
+                record = value
+            elif item.compact or (isinstance(value, dict) and looks_compact(value)):
                 record = parse_compact(value)
             else:
                 record = parse_record(value)

@@ -41,6 +41,7 @@ from kb.ingest.reading import (
     too_large,
     undecodable_reason,
 )
+from kb.ingest.typed import TypedLines
 from kb.jsontext import REFUSED, loads, loads_utf8
 
 __all__ = ["JSONL_PROBE_LIMIT", "Source", "is_container", "items_of_bytes", "items_of_text"]
@@ -185,13 +186,16 @@ def _items_of_jsonl_bytes(name: str, first: bytes, data: IO[bytes]) -> Iterator[
     """JSON Lines from their bytes, the first line read already; see the module's text."""
     number = 0
     line = first
+    typed = TypedLines()
     while line:
         if not _plain(line):
-            yield from _items_of_jsonl(name, _lines(_text_after(line, data)), number)
+            yield from _items_of_jsonl(name, _lines(_text_after(line, data)), number, typed)
             return
         number += 1
         stripped = line.strip()
-        if stripped:
+        if stripped and (found := typed.record(stripped)) is not None:
+            yield Item(name, number, *found)  # read and validated at once (kb.ingest.typed)
+        elif stripped:
             try:
                 value = loads_utf8(stripped)
             except REFUSED:
@@ -232,22 +236,31 @@ def items_of_text(name: str, text: IO[str]) -> Iterator[Item | Container]:
     yield from _items_of_stream(name, _Chain(io.StringIO(first), text))
 
 
-def _items_of_jsonl(name: str, lines: Iterable[str | None], before: int = 0) -> Iterator[Item]:
+def _items_of_jsonl(
+    name: str, lines: Iterable[str | None], before: int = 0, typed: TypedLines | None = None
+) -> Iterator[Item]:
     """One JSON object a line, numbered after the `before` lines read already; a line that is
     not JSON, or longer than MAX_RECORD_CHARS (None), is a rejected record, not fatal."""
+    typed = TypedLines() if typed is None else typed
     for number, line in enumerate(lines, start=before + 1):
-        item = _jsonl_item(name, number, line)
+        item = _jsonl_item(name, number, line, typed)
         if item is not None:
             yield item
 
 
-def _jsonl_item(name: str, number: int, line: str | None) -> Item | None:
-    """The item of one JSON Lines line read as text (None: a blank line, no item)."""
+def _jsonl_item(
+    name: str, number: int, line: str | None, typed: TypedLines | None = None
+) -> Item | None:
+    """The item of one JSON Lines line read as text (None: a blank line, no item); `typed`
+    tries the line as a full record first (kb.ingest.typed)."""
     if line is None or len(line) > MAX_RECORD_CHARS + 1:
         return Item(name, number, Unparsable(too_large().reason))
     stripped = line.strip()
     if not stripped:
         return None
+    found = typed.record(stripped) if typed is not None else None
+    if found is not None:
+        return Item(name, number, *found)
     try:
         value = loads(stripped)
     except json.JSONDecodeError as exc:
