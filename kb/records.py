@@ -7,7 +7,6 @@ Compact `index.json` rows become stub records: enough to match, documentation to
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import operator
 import re
@@ -17,6 +16,7 @@ from datetime import datetime
 from typing import Any, Final
 
 from kb.digest import Parts, digest_of, is_json_digest, legacy_digest
+from kb.weburl import is_url
 
 SCHEMA_VERSION: Final = 2
 
@@ -28,13 +28,6 @@ SLUG_RE: Final = re.compile(r"[a-z0-9](?:[a-z0-9-]*[a-z0-9])?")
 TAG_RE: Final = re.compile(r"[a-z][a-z0-9]*(-[a-z0-9]+)*")
 # zod's `z.string().datetime()`: UTC with a Z, seconds required, any fraction, no offset.
 TIMESTAMP_RE: Final = re.compile(r"\d{4}-\d\d-\d\dT([01]\d|2[0-3]):[0-5]\d:[0-5]\d(\.\d+)?Z")
-URL_SCHEME_RE: Final = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
-# WHATWG "special" schemes need a host (file: excepted); any other scheme takes anything.
-HOST_SCHEMES: Final = frozenset({"http", "https", "ws", "wss", "ftp"})
-URL_AUTHORITY_END_RE: Final = re.compile(r"[/\\?#]")
-# The WHATWG URL standard's forbidden domain code points (C0 controls are checked apart).
-FORBIDDEN_HOST_CHARS: Final = frozenset(" #%/:<>?@[\\]^|\x7f")
-PORT_RE: Final = re.compile(r"[0-9]{0,5}")
 SOURCE_CODE_MAX_LINES: Final = 40  # upstream's limit on the window around the raise
 # The largest integer a column holds on every database kb runs on (PostgreSQL's INTEGER); JSON
 # allows any, and one past 2^63 used to stop a whole import in the driver.
@@ -155,37 +148,6 @@ def _source_code(key: str, value: Any) -> Any:
     if lines > SOURCE_CODE_MAX_LINES:
         raise FieldError(key, f"must be at most {SOURCE_CODE_MAX_LINES} lines, got {lines}")
     return value
-
-
-def is_url(text: str) -> bool:
-    """Whether a WHATWG URL parser (JavaScript's `new URL`, which upstream's zod `url()` calls)
-    accepts `text`. kb keeps such links as they are; only http(s) ones are shown as links."""
-    text = text.strip(_C0_AND_SPACE).translate(_TAB_NEWLINE)
-    scheme = URL_SCHEME_RE.match(text)
-    if scheme is None:
-        return False
-    if scheme.group()[:-1].lower() not in HOST_SCHEMES:
-        return True
-    rest = text[scheme.end() :].lstrip("/\\")
-    authority = URL_AUTHORITY_END_RE.split(rest, maxsplit=1)[0]
-    host_port = authority.rpartition("@")[2]
-    if host_port.startswith("["):  # an IPv6 literal
-        inside, bracket, port = host_port[1:].partition("]")
-        if not bracket or (port and not port.startswith(":")):
-            return False
-        try:
-            ipaddress.IPv6Address(inside)
-        except ValueError:
-            return False
-        return bool(PORT_RE.fullmatch(port[1:])) and int(port[1:] or 0) <= 0xFFFF
-    host, _, port = host_port.partition(":")
-    if not host or any(c in FORBIDDEN_HOST_CHARS or c < " " for c in host):
-        return False
-    return bool(PORT_RE.fullmatch(port)) and int(port or 0) <= 0xFFFF
-
-
-_TAB_NEWLINE: Final = str.maketrans("", "", "\t\n\r")
-_C0_AND_SPACE: Final = "".join(map(chr, range(0x21)))
 
 
 def _url(key: str, value: Any) -> Any:
