@@ -382,9 +382,9 @@ def _fast_values(obj: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def beyond_types(v: dict[str, Any]) -> bool:
-    """The rules of a full record's values that their types and single patterns do not state
-    (kb.ingest.typed checks those in C, _fast_values in Python): the source code's length in
-    lines, the link, the timestamp, and the lines' order. The values' types are checked."""
+    """The rules of a full record's values that no type states: the source code's length in
+    lines, the link, the timestamp, and the lines' order. Asked after the types were checked
+    (by kb.ingest.typed's decoder in C, or by _fast_values above in Python)."""
     x = v["source_code"]
     if x is not None and x.count("\n") >= SOURCE_CODE_MAX_LINES:
         return False
