@@ -100,10 +100,7 @@ class Importer:
         self._first_at: dict[str, Item] = {}  # where a repeated id was first read, if known
 
     def add(self, item: Item) -> None:
-        value = item.value
-        if isinstance(value, Record):  # a full record read and validated already
-            self._store(item, value, item.dataset_version)
-            return
+        value = item.value  # a Record when read and validated already (kb.ingest.typed)
         if isinstance(value, Unparsable):
             self._reject(item, None, "record", value.reason)
             return
