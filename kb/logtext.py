@@ -387,8 +387,18 @@ def _interactive(source: IO[bytes] | IO[str]) -> bool:
 
 
 def _pieces(data: str | bytes, size: int) -> Iterator[str | bytes]:
-    for start in range(0, len(data), size):
-        yield data[start : start + size]
+    """`data` in pieces of at most `size`, each cut after its last line end where it has one:
+    _blocks_of then takes each piece as it is, not copied twice more (joined to the line
+    before it, then cut at its last line end)."""
+    newline: str | bytes = "\n" if isinstance(data, str) else b"\n"
+    start, end = 0, len(data)
+    while start < end:
+        stop = start + size
+        if stop < end:
+            cut = data.rfind(newline, start, stop)  # type: ignore[arg-type]
+            stop = stop if cut < 0 else cut + 1
+        yield data[start:stop]
+        start = stop
 
 
 def _blocks_of(

@@ -6,6 +6,7 @@ import io
 
 import pytest
 
+from kb import logtext
 from kb.logline import exception_of, parse_frame, strip_prefix, unrepr_message
 from kb.logtext import blocks, split_lines
 
@@ -281,6 +282,21 @@ def test_the_line_under_a_traceback_is_its_exception_whatever_the_class_is_calle
     )
     assert raised_line("SkipTest") == ("SkipTest", "")
     assert raised_line("job failed, retrying") is None
+
+
+@pytest.mark.parametrize("kind", [str, bytes])
+def test_a_whole_logs_pieces_end_at_line_ends_and_give_back_the_log(kind: type) -> None:
+    """A log given whole (text or bytes) is cut in pieces at most a block long, each after its
+    last line end where it has one (a line longer than a block is cut inside)."""
+    text = "".join(f"{n} " + "v" * (n * 13 % 70) + "\n" for n in range(400)) + "q" * 900 + "\nend"
+    data = text if kind is str else text.encode()
+    newline = "\n" if kind is str else b"\n"
+    pieces = list(logtext._pieces(data, 256))
+    assert data[:0].join(pieces) == data
+    assert all(0 < len(piece) <= 256 for piece in pieces)
+    for piece in pieces[:-1]:
+        assert piece.endswith(newline) or newline not in piece
+    assert any(newline not in piece for piece in pieces)  # the 900-character line's
 
 
 def test_a_blocks_offset_says_where_its_bytes_start_in_what_was_read() -> None:

@@ -12,6 +12,7 @@ from typing import Any, NoReturn
 
 import pytest
 
+from kb.logtext import blocks
 from kb.matcher import (
     MatcherIndex,
     bigfile,
@@ -149,6 +150,38 @@ def assert_cut_well(log: Path) -> None:
     assert data[found.cut : found.tail].count(b"\n") == split.OVERLAP_LINES
     assert found.head_line == found.cut_line - split.OVERLAP_LINES
     assert data[found.head - 1 : found.head] == b"\n"
+
+
+def test_a_parts_reads_end_at_line_ends_and_give_back_its_bytes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A part's file is read in blocks that end at their last line end (so none is copied to
+    be cut there), except where the probed end holds none: a line longer than the probe
+    (here 1,500 bytes against 256) ends a read mid-line, as every read did before. Read
+    whole, the part is its bytes, and its lines are those of the same bytes read at once."""
+    monkeypatch.setattr(split, "LINE_END_PROBE", 256)
+    lines = [f"{n:05d} " + "w" * (n * 37 % 190) for n in range(1, 3001)]
+    lines[1200] = "long " + "z" * 1500
+    data = ("\n".join(lines) + "\n").encode()
+    path = tmp_path / "part.log"
+    path.write_bytes(data)
+    start, end = 1234, len(data) - 777
+    size = 4096
+    with open(path, "rb") as fh:
+        part = split._range(fh.fileno(), start, end)
+        reads = list(iter(lambda: part.read(size), b""))
+        whole = [
+            line for b in blocks(split._range(fh.fileno(), start, end), size) for line in b.lines
+        ]
+    assert b"".join(reads) == data[start:end]
+    assert all(len(read) <= size for read in reads)
+    at = start
+    for read in reads[:-1]:
+        probed = data[at + size - 256 : at + size]
+        assert read.endswith(b"\n") == (b"\n" in probed)
+        at += len(read)
+    assert any(not read.endswith(b"\n") for read in reads[:-1])  # the long line's
+    assert whole == [line for b in blocks(data[start:end], size) for line in b.lines]
 
 
 @pytest.mark.parametrize("width", [40, 700])
