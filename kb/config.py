@@ -8,7 +8,6 @@ a SQLite URL, and the folder of a database's derived caches.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import sys
@@ -101,8 +100,28 @@ def sqlite_reader_uri(path: Path, *, immutable: bool = False) -> str:
 def cache_dir_for(url: str) -> Path:
     """Where derived caches (the matcher index, the search vocabulary) of the database at
     `url` live. Keyed by the URL without its secrets: a new password keeps the cache."""
-    digest = hashlib.sha256(masked(url, mask="").encode("utf-8")).hexdigest()[:16]
+    digest = _sha256_hex(masked(url, mask="").encode("utf-8"))[:16]
     return user_cache_root() / digest
+
+
+# The interpreter's own SHA-256 (3.12 and later: _sha2; 3.11: _sha256): hashlib loads OpenSSL's
+# libcrypto first, 3-5 ms of a cold `kb match`, and of the helper a big log's match forks, for
+# one short digest (2026-12-05).
+_OWN_SHA256: Final = ("_sha2", "_sha256")
+
+
+def _sha256_hex(data: bytes) -> str:
+    import importlib
+
+    for name in _OWN_SHA256:
+        try:
+            own = importlib.import_module(name)
+        except ImportError:
+            continue
+        return str(own.sha256(data).hexdigest())
+    import hashlib  # an interpreter built without its own
+
+    return hashlib.sha256(data).hexdigest()
 
 
 # Query parameters whose values are secrets (libpq's `password`, and what people put in the

@@ -13,7 +13,6 @@ then refuses anyway) keeps the old form.
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any, Final
 
 DIGEST_PREFIX: Final = "j:"  # no hex digit and no colon starts a digest of the old form
@@ -29,8 +28,10 @@ def digest_of(parts: Parts) -> str:
     """The digest kb stores for a record now: the JSON form where JSON spells the record one
     to one (the column values are validated strings, integers, booleans, nulls and lists of
     strings: only the unknown fields need a look), else the old form."""
-    # Imported here: msgspec costs a cold `kb match` 15 ms, and it reads records, never
-    # digests them (about 1 us a record on an import).
+    # Imported here: msgspec costs a cold `kb match` 15 ms and hashlib (OpenSSL) 3 ms, and it
+    # reads records, never digests them (about 1 us a record on an import).
+    import hashlib
+
     from kb.jsontext import ENCODE_ERRORS, dumps, spelt_exactly
 
     _columns, extra, _stub = parts
@@ -45,6 +46,8 @@ def digest_of(parts: Parts) -> str:
 def legacy_digest(parts: Parts) -> str:
     """The digest kb stored before the JSON form: SHA-256 of the repr (which spells every
     character that is not printable as an escape, a lone surrogate as "\\udXXX")."""
+    import hashlib
+
     return hashlib.sha256(repr(parts).encode("utf-8", "surrogatepass")).hexdigest()
 
 

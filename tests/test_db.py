@@ -397,3 +397,22 @@ def test_upgrade_head_and_create_all_make_the_same_schema_on_postgresql(pg_serve
     finally:
         pg_server.drop_database("kb_schema_created")
         pg_server.drop_database("kb_schema_migrated")
+
+
+@pytest.mark.parametrize("own", [True, False], ids=["own", "hashlib"])
+def test_the_cache_folders_digest_is_sha256_with_or_without_the_interpreters_own(
+    monkeypatch: pytest.MonkeyPatch, own: bool
+) -> None:
+    """kb.config digests a database's URL with the interpreter's own SHA-256 (no OpenSSL on a
+    cold match), or hashlib's where it has none: the same folder either way."""
+    import hashlib
+
+    from kb import config
+
+    if not own:
+        monkeypatch.setattr(config, "_OWN_SHA256", ("kb_no_such_module",))
+    for data in (b"", b"sqlite:///tmp/kb.sqlite3", "é☃".encode() * 1000):
+        assert config._sha256_hex(data) == hashlib.sha256(data).hexdigest()
+    url = "postgresql://kb:secret@db.example/kb"
+    expected = hashlib.sha256(config.masked(url, mask="").encode()).hexdigest()[:16]
+    assert config.cache_dir_for(url).name == expected
