@@ -9,8 +9,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import Final
+from typing import Final, NamedTuple
 
 from kb.text import ANSI_RE
 
@@ -116,8 +115,7 @@ GO_MODULE_VERSION_RE = re.compile(r"@v[\w.\-+]+(?=/)")
 INNERMOST_FIRST = frozenset({"java", "csharp", "js", "go", "ruby", "php", "pytest"})
 
 
-@dataclass(frozen=True, slots=True)
-class Frame:
+class Frame(NamedTuple):  # a NamedTuple: see kb.matcher.scoring.ScoringConfig
     """One stack frame: path as printed, line, function, and the format it came in."""
 
     path: str

@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from kb.digest import Parts, digest_of, is_json_digest, legacy_digest
 from kb.weburl import is_url
@@ -164,8 +164,7 @@ def _nullable(check: Check) -> Check:
     return inner
 
 
-@dataclass(frozen=True)
-class FieldSpec:
+class FieldSpec(NamedTuple):  # a NamedTuple: see kb.matcher.scoring.ScoringConfig
     """One field of a record: its key, its column, its check, whether it must be present."""
 
     key: str  # the dataset's camelCase key

@@ -9,8 +9,7 @@ from __future__ import annotations
 import re
 import textwrap
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from kb.text import ANSI_RE, INVISIBLE_CHARS, clip, indented_json, json_safe
 
@@ -294,8 +293,7 @@ COUNTED_REPOSITORIES: Final = 8
 NO_REPOSITORY: Final = "(no repository)"
 
 
-@dataclass(frozen=True)
-class Remainder:
+class Remainder(NamedTuple):  # a NamedTuple: see kb.matcher.scoring.ScoringConfig
     """Known errors not shown in full, of one repository (or of the others together)."""
 
     repo: str

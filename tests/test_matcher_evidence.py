@@ -3,7 +3,6 @@ without building an index (the way each of thefuck's rules is tested on its own)
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 
 import pytest
@@ -355,7 +354,7 @@ def test_a_generic_pattern_alone_stays_under_the_cap_a_test_can_move() -> None:
     generic = hit("ValueError: something 'x' not found", generic=True)
     capped = Scorer(NoLookups()).score_hit(generic, RECORD, None, None)
     assert capped is not None and capped.score == CFG.generic_cap < CFG.min_score
-    looser = dataclasses.replace(CFG, generic_cap=0.6)
+    looser = CFG._replace(generic_cap=0.6)
     lifted = Scorer(NoLookups(), looser).score_hit(generic, RECORD, None, None)
     assert lifted is not None and CFG.generic_cap < lifted.score <= 0.6
 
@@ -377,7 +376,7 @@ def test_a_near_miss_needs_more_similarity_without_a_class_on_the_line() -> None
     assert with_class is not None and with_class.method == "fuzzy"
     assert "error-class" in with_class.evidence
     assert scorer.score_near_miss(RECORD, near, similarity, "", None, False) is None
-    stricter = dataclasses.replace(CFG, fuzzy_cutoff=90.0)
+    stricter = CFG._replace(fuzzy_cutoff=90.0)
     assert (
         Scorer(NoLookups(), stricter).score_near_miss(
             RECORD, near, similarity, "ValueError", None, False
@@ -434,7 +433,7 @@ def library_traceback(*frames: tuple[str, int, str]) -> Traceback:
 
 
 def record_at(path: str, line: int, function: str | None) -> Record:
-    return dataclasses.replace(RECORD, file_path=path, line_number=line, function=function)
+    return RECORD._replace(file_path=path, line_number=line, function=function)
 
 
 def test_the_librarys_frames_down_to_the_raise_doubt_a_record_of_another_module() -> None:

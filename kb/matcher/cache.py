@@ -32,9 +32,8 @@ import os
 import re
 import sqlite3
 from collections.abc import Callable, Generator, Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Concatenate, Final, ParamSpec, TypeVar
+from typing import Any, Concatenate, Final, NamedTuple, ParamSpec, TypeVar
 
 from kb.config import sqlite_reader_uri
 from kb.errors import DatabaseError
@@ -181,8 +180,7 @@ def cache_is_current(cache_dir: Path, revision: str) -> bool:
     return True
 
 
-@dataclass(frozen=True, slots=True)
-class Pattern:
+class Pattern(NamedTuple):  # a NamedTuple: see kb.matcher.scoring.ScoringConfig
     """One prepared pattern, shared by every record whose messagePattern it is."""
 
     idx: int
@@ -199,8 +197,7 @@ class Pattern:
     others: tuple[str, ...]  # the other required literal pieces (keys after the best)
 
 
-@dataclass(frozen=True, slots=True)
-class Record:
+class Record(NamedTuple):  # a NamedTuple: see kb.matcher.scoring.ScoringConfig
     """What the matcher knows of one record."""
 
     idx: int

@@ -28,7 +28,7 @@ import io
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import IO, TYPE_CHECKING, Final, cast
+from typing import IO, TYPE_CHECKING, Final, NamedTuple, cast
 
 from kb.matcher.bigfile import cuttable
 
@@ -61,8 +61,7 @@ LINE_END_PROBE: Final = 64 << 10
 NO_END: Final = 1 << 62
 
 
-@dataclass(frozen=True)
-class Plan:
+class Plan(NamedTuple):  # a NamedTuple: see kb.matcher.scoring.ScoringConfig
     """Where a log file is cut. Byte offsets into the file: the log is start..end, the second
     part's own lines begin at `cut`, it reads from `head` (OVERLAP_LINES above the cut) and the
     first part reads to `tail` (OVERLAP_LINES below). Lines are the log's 1-based numbers."""

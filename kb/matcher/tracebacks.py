@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Container, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Final
+from typing import Final, NamedTuple
 
 from kb.logline import INNERMOST_FIRST, Frame, strip_prefix
 
@@ -43,8 +42,7 @@ NUMBERED_SOURCE_RE: Final = re.compile(r"^\s*(?:-*>\s*)?\d{1,6} ")
 SERVICE_RE: Final = re.compile(r"([\w.\-]{1,64}) +\| ")
 
 
-@dataclass(frozen=True, slots=True)
-class SeenFrame:
+class SeenFrame(NamedTuple):  # a NamedTuple: see kb.matcher.scoring.ScoringConfig
     """A stack frame found in the log: its row, its original 1-based line, the frame."""
 
     row: int
@@ -52,8 +50,7 @@ class SeenFrame:
     frame: Frame
 
 
-@dataclass(frozen=True, slots=True)
-class Traceback:
+class Traceback(NamedTuple):  # a NamedTuple: see kb.matcher.scoring.ScoringConfig
     """A run of stack frames and the exception line it belongs to."""
 
     frames: tuple[SeenFrame, ...]  # innermost first

@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from kb.logline import LEVEL_WORDS, exception_of, repr_exception, strip_prefix, unrepr_message
 from kb.matcher.cache import Pattern
@@ -35,8 +34,7 @@ SHARED_KEY_PATTERNS: Final = 32
 GUARD_MAX_CHARS: Final = 256
 
 
-@dataclass(frozen=True, slots=True)
-class Subject:
+class Subject(NamedTuple):  # a NamedTuple: see kb.matcher.scoring.ScoringConfig
     """Text to run a pattern on: lines first..last of the scan's window, joined."""
 
     first: int
@@ -47,8 +45,9 @@ class Subject:
     runs_on: bool = False
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Hit:
+class Hit(
+    NamedTuple
+):  # a NamedTuple: see kb.matcher.scoring.ScoringConfig (give its fields by name)
     """A place in the log that may be a known error: rows first..last (logical lines of the
     whole log, 0-based), lines line..end_line of the original log (1-based)."""
 
@@ -60,14 +59,13 @@ class Hit:
     pattern: Pattern | None  # what matched (pattern) or nearly did (fuzzy)
     records: Sequence[int]  # the cache's records it may be
     subject: str  # the text it was found in, without the line's prefix
-    captures: list[str] = field(default_factory=list)
+    captures: Sequence[str] = ()
     whole: bool = False  # the pattern covers the whole message, not a piece of it
     code: str | None = None  # the error code found (code)
     level: str | None = None  # the log level printed in the line's prefix
 
 
-@dataclass(frozen=True, slots=True)
-class Verified:
+class Verified(NamedTuple):  # a NamedTuple: see kb.matcher.scoring.ScoringConfig
     """A pattern verified on the lines `first`..`last`: the text it matched, its captures,
     and whether it matched the whole message."""
 
