@@ -192,7 +192,7 @@ class Service:
         """Match a log on a match thread; MatchTimedOut after `config.match_timeout` seconds.
 
         The deadline counts the wait behind other matches. A match still queued at the deadline
-        never runs; a running one stops at its next read of the log (logs are read in 4 MB
+        never runs; a running one stops at its next read of the log (logs are read in 1 MB
         blocks) or, within one block, finishes in the background: RE2 keeps it linear in the
         log's size, which the body limit bounds.
         """
