@@ -19,17 +19,18 @@ from typing import Any, Final
 
 import hyperscan
 
-from kb.logtext import LineBlock
+from kb.logtext import BLOCK_BYTES, LineBlock
 from kb.matcher import anchors
 from kb.matcher.cache import DAMAGE, CacheReader
 from kb.matcher.prescan import PYTEST_LOC, Prescanned
 from kb.pacing import Held
 
 # Blocks this big are scanned in a thread, alongside the work on their neighbours: a quarter of
-# kb.logtext's BLOCK_BYTES, so a log's full blocks are (with 1 MB blocks: a warm match of
-# big.log at 150,000 records 110 ms against 140 scanning them inline; cold, 12 MB of it in one
-# pass 0.208 s against 0.222 with 4 MB blocks; 2026-12-05).
-THREADED_SCAN_BYTES = 256 << 10
+# kb.logtext's BLOCK_BYTES, so a log's full blocks are, whatever their size (a block is cut at
+# its last line end, a little under BLOCK_BYTES). With 1 MB blocks: a warm match of big.log at
+# 150,000 records 110 ms against 140 scanning them inline; cold, 12 MB of it in one pass
+# 0.208 s against 0.222 with 4 MB blocks (2026-12-05).
+THREADED_SCAN_BYTES = BLOCK_BYTES // 4
 # Bytes of the full databases whose loading costs what looking one byte of text up by its words
 # does. Measured (one process each, paste.log, 34.6 KB): at 1M records loading the 78 MB took
 # 242-248 ms, looking paste.log up 56-58 ms (20 of them reading and loading the lookup row, 4.4
