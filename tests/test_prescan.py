@@ -174,6 +174,7 @@ def test_a_helper_declines_shards_too_big_and_the_match_reads_them_ahead(
     cache_dir: Path, tmp_path: Path, cut_small: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(prescan, "MAX_SHARD_BYTES", 0)
+    monkeypatch.setattr(prescan, "PARTIAL_SHARD_BYTES", 0)  # not even its first shard
     log = big_log(tmp_path / "big.log", lead=5)
     helper = prescan.start(str(log), cache_file=cache_dir / CACHE_FILE)
     assert helper is not None and not helper.accepted()
@@ -182,9 +183,9 @@ def test_a_helper_declines_shards_too_big_and_the_match_reads_them_ahead(
     read_ahead: list[bool] = []  # at each load, whether the blobs were being read already
     load = prefilter.load
 
-    def spied() -> None:
+    def spied(start: int = 0) -> None:
         read_ahead.append(prefilter.reading)
-        load()
+        load(start)
 
     monkeypatch.setattr(prefilter, "load", spied)
     report = index.match(log, split=True, prescan=helper)
@@ -294,3 +295,141 @@ def test_the_program_reads_a_big_files_match_from_its_command_line(
         assert calls == []
     else:
         assert calls == [(expected[0], str(big))]
+
+
+@pytest.fixture(scope="module")
+def sharded_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The same records' cache with their keys in many shards (a dozen keys each), as a
+    million records' are in 7."""
+    from kb.matcher import build
+
+    cache = tmp_path_factory.mktemp("sharded")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(build, "SHARD_KEYS", 12)
+        build_index(sources_from_records(fixture_records() + EXTRA), cache, "prescan-rev")
+    return cache
+
+
+def shard_sizes(cache_dir: Path) -> list[int]:
+    return [len(blob) for blob in fresh_index(cache_dir)._reader.shards()]
+
+
+def test_the_helper_scans_with_every_shard_or_the_first_that_fit_or_declines(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(prescan, "MAX_SHARD_BYTES", 100)
+    monkeypatch.setattr(prescan, "PARTIAL_SHARD_BYTES", 50)
+    monkeypatch.setattr(prescan, "PARTIAL_LOG_BYTES", 1000)
+    leading = prescan.leading_shards
+    assert leading([40, 30, 30], 1000) == 3  # 100 in all: every shard
+    assert leading([20, 30, 51], 1000) == 2  # over 100: those that fit 50
+    assert leading([50, 60], 1000) == 1
+    assert leading([20, 30, 51], 2000) == 1  # a log twice as long: those that fit 25
+    assert leading([20, 30, 51], 5000) == 0  # fit 10: not even the first, it declines
+    assert leading([40, 30, 30], 10**6) == 3  # every shard, however long the log
+    assert leading([51, 50], 10) == 0
+    assert leading([], 1000) == 0  # nothing to scan with
+    assert leading([1] * 300, 1000) == 50
+    monkeypatch.setattr(prescan, "MAX_SHARD_BYTES", 1000)
+    monkeypatch.setattr(prescan, "PARTIAL_SHARD_BYTES", 1000)
+    assert leading([1] * 255, 1000) == 255  # every shard
+    assert leading([1] * 300, 1000) == 255  # no more than a byte can number
+
+
+def test_a_helper_scanning_with_the_first_shards_leaves_the_others_to_the_parts(
+    sharded_cache: Path, tmp_path: Path, cut_small: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Over MAX_SHARD_BYTES the helper scans with the first shards that fit: the match loads
+    only the others, every block's and carried stretch's hits are the helper's and the parts'
+    together, in the order one scan of every shard gives, and the report is one pass's."""
+    sizes = shard_sizes(sharded_cache)
+    assert len(sizes) >= 4
+    monkeypatch.setattr(prescan, "MAX_SHARD_BYTES", 0)
+    monkeypatch.setattr(prescan, "PARTIAL_SHARD_BYTES", sum(sizes[:2]))
+    monkeypatch.setattr(prescan, "PARTIAL_LOG_BYTES", 1 << 30)
+    log = big_log(tmp_path / "big.log", lead=23)
+    one = report_of(fresh_index(sharded_cache), log, split_it=False)
+    full = fresh_index(sharded_cache)._prefilter
+    full.load()
+
+    # every block of 2 KB, its hits taken from the helper's two shards and the others' scan
+    index = fresh_index(sharded_cache)
+    found = scanned(index, sharded_cache, log)
+    assert found.leading == 2
+    prefilter = index._prefilter
+    with_hits = 0
+    for block in logtext.blocks(log.read_bytes(), block_bytes=2 << 10):
+        assert block.data is not None
+        if block.offset is None:
+            continue
+        for in_thread in (False, True):
+            hits, pytest_lines = prefilter.taken(found, block.data, block.offset, in_thread)
+            assert hits == list(full.hits_by_line(block.data))
+            assert pytest_lines == pytest_locations(block.data)
+        with_hits += bool(hits)
+    assert with_hits >= 100
+    assert prefilter._first == 2  # the helper's shards were never loaded here
+
+    # the whole match, split in two parts
+    index = fresh_index(sharded_cache)
+    carried: list[tuple[bytes, Any]] = []
+    carried_of = LogScan._carried
+    here = os.getpid()
+
+    def spied(self: LogScan, lines: int, data: bytes) -> Any:
+        got = carried_of(self, lines, data)
+        if os.getpid() == here:
+            carried.append((data, got))
+        return got
+
+    monkeypatch.setattr(LogScan, "_carried", spied)
+    helper = prescan.start(str(log), cache_file=sharded_cache / CACHE_FILE)
+    assert helper is not None and helper.accepted() and helper.leading == 2
+    report = index.match(log, split=True, prescan=helper)
+    assert report.stats["parts"] == 2
+    assert report_of_report(report) == one
+    assert index._prefilter._first == 2  # neither process loaded the helper's shards
+    assert len(carried) > 20 and all(got is not None for _, got in carried)
+    for data, (hits, pytest_lines) in carried:
+        assert hits == list(full.hits_by_line(data))
+        assert pytest_lines == pytest_locations(data)
+
+
+def test_the_helpers_shards_alone_miss_hits_the_others_find(
+    sharded_cache: Path, tmp_path: Path, cut_small: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The check above is not empty: the helper's hits of its two shards are not a block's
+    hits, the others' are needed."""
+    sizes = shard_sizes(sharded_cache)
+    monkeypatch.setattr(prescan, "MAX_SHARD_BYTES", 0)
+    monkeypatch.setattr(prescan, "PARTIAL_SHARD_BYTES", sum(sizes[:2]))
+    monkeypatch.setattr(prescan, "PARTIAL_LOG_BYTES", 1 << 30)
+    log = big_log(tmp_path / "big.log", lead=23)
+    index = fresh_index(sharded_cache)
+    found = scanned(index, sharded_cache, log)
+    data = log.read_bytes()
+    full = fresh_index(sharded_cache)._prefilter
+    full.load()
+    everything = list(full.hits_by_line(data))
+    theirs = hits_at(found, data, 0)[0]
+    assert theirs and set(theirs) < set(everything)
+
+
+def test_a_partial_helper_that_fails_leaves_every_shard_to_the_match(
+    sharded_cache: Path, tmp_path: Path, cut_small: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its result left aside (the file changed after it read it): the match loads the first
+    shards too, after the others it read ahead, and answers as one pass."""
+    sizes = shard_sizes(sharded_cache)
+    monkeypatch.setattr(prescan, "MAX_SHARD_BYTES", 0)
+    monkeypatch.setattr(prescan, "PARTIAL_SHARD_BYTES", sum(sizes[:2]))
+    monkeypatch.setattr(prescan, "PARTIAL_LOG_BYTES", 1 << 30)
+    log = big_log(tmp_path / "big.log", lead=5)
+    helper = prescan.start(str(log), cache_file=sharded_cache / CACHE_FILE)
+    assert helper is not None and helper.accepted() and helper.leading == 2
+    with open(log, "a", encoding="utf-8") as fh:
+        fh.write("2026-03-14T08:00:09.000Z INFO  [tick] one line more\n")
+    index = fresh_index(sharded_cache)
+    report = index.match(log, split=True, prescan=helper)
+    assert report_of_report(report) == report_of(fresh_index(sharded_cache), log, split_it=False)
+    assert index._prefilter.loaded and index._prefilter._first == 0

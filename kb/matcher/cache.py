@@ -330,9 +330,10 @@ class CacheReader:
         """(device, inode) of the cache file when it was opened (None: not known)."""
         return self._identity
 
-    def shards(self) -> Generator[bytes, None, None]:
-        """The serialised Hyperscan databases, in key-id order (kb.matcher.cachefile)."""
-        return shard_blobs(self._con)
+    def shards(self, start: int = 0, stop: int | None = None) -> Generator[bytes, None, None]:
+        """The serialised Hyperscan databases, in key-id order (kb.matcher.cachefile): those
+        from `start` up to `stop`."""
+        return shard_blobs(self._con, stop, start)
 
     @_reads
     def lookup(self) -> tuple[bytes, bytes | None]:

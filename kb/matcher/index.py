@@ -124,6 +124,8 @@ class MatcherIndex:
                 found = halves.plan(text, before_counting=lambda: self._ready_to_split(prescan))
                 hits = None
                 if found is not None and prescan is not None:
+                    if prescan.leading:  # the shards it does not scan with, while it scans
+                        self._prefilter.load(prescan.leading)
                     hits = prescan.result(found.fd, self.revision, self._reader.identity)
                 if (found is not None and hits is None) or self._prefilter.reading:
                     self._prefilter.load()  # before the fork: the child has the databases too
@@ -142,12 +144,15 @@ class MatcherIndex:
         """A log about to be cut in two: this one-shot process's C heap set (kb.matcher.heap)
         and, unless a helper scans the file (`prescan`: its parts take its hits and need no
         shard loaded), the shards' blobs read while its lines are counted (at 150,000 records
-        the blob's read, 10 ms, hides the count's 5-6)."""
+        the blob's read, 10 ms, hides the count's 5-6): those it does not scan with, when it
+        scans with the first few (kb.matcher.prescan.PARTIAL_SHARD_BYTES)."""
         from kb.matcher import heap
 
         heap.on_huge_pages()  # before the blobs and the log's blocks are read into it
         if prescan is None or not prescan.accepted():
             self._prefilter.read_ahead()
+        elif prescan.leading:
+            self._prefilter.read_ahead(prescan.leading)  # the shards it does not scan with
 
     def _near_miss_search(self) -> NearMissSearch:
         """The near-miss search, loaded when a log first needs it (most never do)."""

@@ -79,10 +79,16 @@ def lines_at(data: bytes, offsets: Iterable[int]) -> Iterator[int]:
 
 def hits_at(found: Prescanned, data: bytes, at: int) -> tuple[list[tuple[int, int]], list[int]]:
     """What scanning `data`, the file's bytes from `at`, finds, taken from a whole file's hits:
-    (line in data, key id) in line order, and the lines of pytest's raise-site locations."""
-    raw = found.hits(at, len(data))
-    hits = list(zip(lines_at(data, [to for to, _ in raw]), [k for _, k in raw], strict=True))
-    return hits, list(lines_at(data, found.pytest_ends(at, len(data))))
+    (line in data, key id) in line order, and the lines of pytest's raise-site locations (of
+    the shards the hits are of: see Prefilter.taken)."""
+    return by_line(data, found.hits(at, len(data))), list(
+        lines_at(data, found.pytest_ends(at, len(data)))
+    )
+
+
+def by_line(data: bytes, raw: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """(line in data, key id) of hits given as (end offset, key id) in increasing order."""
+    return list(zip(lines_at(data, [to for to, _ in raw]), [k for _, k in raw], strict=True))
 
 
 def _loaded(blob: bytes) -> Any:
@@ -194,7 +200,9 @@ class Prefilter:
     def __init__(self, reader: CacheReader, shard_bytes: int) -> None:
         self._reader = reader
         self._lookup_left = shard_bytes // LOADED_PER_LOOKED_UP
-        self._dbs: list[Any] | None = None
+        self._dbs: list[Any] | None = None  # the shards' from _first on
+        self._first = 0
+        self._reading_from = 0
         self._anchor_bits = b""
         self._rest: list[Any] | None = None  # [] when there is no rest shard
         self._thread_scratches: list[Any] | None = None
@@ -210,27 +218,37 @@ class Prefilter:
         """The shards' blobs are being read (read_ahead) for a load() to come."""
         return self._reading is not None
 
-    def read_ahead(self) -> None:
-        """Start reading the shards' blobs in a thread; load() then loads them. A caller
-        that has work of its own before the load (kb.matcher.split counting a big log's
-        lines) does it meanwhile, reading letting go of the GIL: load() must follow, and the
-        cache's connection is not used in between."""
+    def read_ahead(self, start: int = 0) -> None:
+        """Start reading the shards' blobs (from the `start`th) in a thread; load() then loads
+        them. A caller that has work of its own before the load (kb.matcher.split counting a
+        big log's lines) does it meanwhile, reading letting go of the GIL: load() must
+        follow, and the cache's connection is not used in between."""
         if self._dbs is None and self._reading is None:
-            self._reading = _read_ahead(self._reader.shards())
+            self._reading = _read_ahead(self._reader.shards(start))
+            self._reading_from = start
 
-    def load(self) -> None:
-        """Load every shard (in the thread that reads the cache: the main one)."""
+    def load(self, start: int = 0) -> None:
+        """Load every shard from the `start`th (in the thread that reads the cache: the main
+        one); the first `start` are left to a later load that needs them (a helper scanned
+        the file with them: kb.matcher.prescan)."""
         if self._dbs is None:
-            self.read_ahead()
+            self.read_ahead(start)
             assert self._reading is not None
-            blobs, self._reading = self._reading, None
-            try:
-                with _QUICK_HANDOFF:
-                    self._dbs = [_loaded(blob) for blob in blobs]
-            except (*DAMAGE, hyperscan.error) as exc:  # unreadable, or not a database
-                raise self._reader.damaged(exc) from exc
-            finally:
-                blobs.close()  # the reader stopped and joined, whatever happened
+            self._dbs, self._first = self._load(self._reading), self._reading_from
+            self._reading = None
+        if start < self._first:
+            self._dbs = self._load(self._reader.shards(start, self._first)) + self._dbs
+            self._first = start
+            self._thread_scratches = None  # made again for every shard
+
+    def _load(self, blobs: Generator[bytes, None, None]) -> list[Any]:
+        try:
+            with _QUICK_HANDOFF:
+                return [_loaded(blob) for blob in blobs]
+        except (*DAMAGE, hyperscan.error) as exc:  # unreadable, or not a database
+            raise self._reader.damaged(exc) from exc
+        finally:
+            blobs.close()  # the reader stopped and joined, whatever happened
 
     def hits_by_line(self, data: bytes, in_thread: bool = False) -> Iterator[tuple[int, int]]:
         """(line in data, key id) of every key found in `data`, in line order. `in_thread`
@@ -250,19 +268,33 @@ class Prefilter:
         raw.sort()
         return zip(lines_at(data, [to for to, _ in raw]), [key for _, key in raw], strict=True)
 
-    def _scanned(self, data: bytes, in_thread: bool) -> list[tuple[int, int]]:
-        self.load()
+    def taken(
+        self, found: Prescanned, data: bytes, at: int, in_thread: bool = False
+    ) -> tuple[list[tuple[int, int]], list[int]]:
+        """hits_at(found, data, at), with the hits of the shards the helper did not scan with
+        (found.leading) found here: what scanning `data` with every shard finds, in the same
+        order (one sort of (end, key id), as hits_by_line's). `in_thread` as for
+        hits_by_line."""
+        if found.leading is None:
+            return hits_at(found, data, at)
+        raw = found.hits(at, len(data)) + self._scanned(data, in_thread, found.leading)
+        raw.sort()
+        return by_line(data, raw), list(lines_at(data, found.pytest_ends(at, len(data))))
+
+    def _scanned(self, data: bytes, in_thread: bool, start: int = 0) -> list[tuple[int, int]]:
+        """The hits of every shard from the `start`th, in no order."""
+        self.load(start)
         assert self._dbs is not None
-        scratches: list[Any] | None = None
+        dbs = self._dbs[start - self._first :]
         if in_thread:
             if self._thread_scratches is None:  # small pastes never scan in a thread
                 # copies of the main thread's: allocating a scratch for a database reads the
                 # database (7 shards at 1M records: 7.8 ms), copying one does not (0.02 ms)
                 self._thread_scratches = [db.scratch.clone() for db in self._dbs]
-            scratches = self._thread_scratches
+            scratches = self._thread_scratches[start - self._first :]
             with _QUICK_HANDOFF:
-                return _scan_in_two(self._dbs, data, scratches)
-        return _scan(self._dbs, data, scratches)
+                return _scan_in_two(dbs, data, scratches)
+        return _scan(dbs, data)
 
     def pytest_lines(self, data: bytes) -> list[int]:
         """pytest_locations(data), found by Hyperscan with the scanning thread's scratch (one
@@ -324,11 +356,16 @@ class BlockScan:
         self._pytest_lines: list[int] | None = None  # found by the thread, if it scanned
         self._error: BaseException | None = None
         self._thread: threading.Thread | None = None
+        # The whole file's hits, where the block was read from it as it is: (them, where
+        # the block starts in the file).
+        self._taken: tuple[Prescanned, int] | None = None
         if prescanned is not None and block.data is not None and block.offset is not None:
-            found, origin = prescanned
-            self._hits, self._pytest_lines = hits_at(found, self.data, origin + block.offset)
+            self._taken = (prescanned[0], prescanned[1] + block.offset)
+        leading = None if self._taken is None else self._taken[0].leading
+        if self._taken is not None and leading is None:
+            self._hits, self._pytest_lines = hits_at(self._taken[0], self.data, self._taken[1])
         elif len(self.data) >= THREADED_SCAN_BYTES:
-            prefilter.load()  # here: the cache's connection is read in this thread only
+            prefilter.load(leading or 0)  # here: the cache's connection is read in this thread only
             # its own scratch spaces: the main thread scans carried lines meanwhile
             self._thread = threading.Thread(
                 target=self._scan, args=(True,), name="kb-scan", daemon=True
@@ -339,6 +376,12 @@ class BlockScan:
 
     def _scan(self, in_thread: bool) -> None:
         try:
+            if self._taken is not None:  # the helper scanned with some shards: the others
+                found, at = self._taken
+                self._hits, self._pytest_lines = self._prefilter.taken(
+                    found, self.data, at, in_thread
+                )
+                return
             self._hits = list(self._prefilter.hits_by_line(self.data, in_thread))
             if in_thread:
                 self._pytest_lines = self._prefilter.pytest_lines(self.data)

@@ -26,7 +26,7 @@ from kb.matcher.cache import (
     PATTERN,
     TEMPLATE_MIN_CHARS,
 )
-from kb.matcher.prefilter import BlockScan, hits_at, pytest_locations
+from kb.matcher.prefilter import BlockScan, pytest_locations
 from kb.matcher.prescan import PYTEST_LOC
 from kb.matcher.raisesite import raise_site_candidates
 from kb.matcher.rank import rank, settled, to_match
@@ -160,9 +160,10 @@ class LogScan(ScanState):
         self._finalize(None if final else window.first_row + len(window.lines) - LOOKAHEAD_LINES)
 
     def _carried(self, lines: int, data: bytes) -> tuple[list[tuple[int, int]], list[int]] | None:
-        """The carried lines' hits and pytest locations (kb.matcher.prefilter.hits_at), taken
-        from the whole file's hits when a helper scanned it (kb.matcher.prescan) and the lines
-        are the end of the blocks before, as they were read: else None, and they are scanned."""
+        """The carried lines' hits and pytest locations (kb.matcher.prefilter.Prefilter.taken),
+        taken from the whole file's hits when a helper scanned it (kb.matcher.prescan) and the
+        lines are the end of the blocks before, as they were read: else None, and they are
+        scanned."""
         if self.prescanned is None:
             return None
         if not data:
@@ -186,7 +187,7 @@ class LogScan(ScanState):
         if not tail.endswith(data):
             return None
         found, origin = self.prescanned
-        return hits_at(found, data, origin + end - len(data))
+        return self.prefilter.taken(found, data, origin + end - len(data))
 
     def _remember(self, block: LineBlock) -> None:
         """Keep where the blocks whose lines may still be carried (CARRY_LINES of them) were
