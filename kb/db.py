@@ -138,6 +138,12 @@ def _on_sqlite_begin(connection: Any) -> None:
     connection.exec_driver_sql("BEGIN")
 
 
+def _stored_json(value: Any) -> str:
+    from kb.jsontext import stored_text  # msgspec: only when a JSON column is written
+
+    return stored_text(value)
+
+
 def make_engine(url: str, *, pooled: bool = False) -> Engine:
     """An engine for `url`; for SQLite the file's folder is created and WAL is on.
 
@@ -169,6 +175,11 @@ def make_engine(url: str, *, pooled: bool = False) -> Engine:
     # (a pooled SQLite engine keeps SQLAlchemy's own pool for a file)
     if parsed.get_backend_name() == "postgresql" and "connect_timeout" not in parsed.query:
         options["connect_args"] = {"connect_timeout": CONNECT_TIMEOUT_S}
+    if is_sqlite:
+        # The JSON columns' text as the importer's fast path writes it (kb.jsontext.stored_text),
+        # whatever writes them: an updated record's words stay searchable. (PostgreSQL keeps
+        # JSONB, which holds every character as it is whatever text it was given.)
+        options["json_serializer"] = _stored_json
     try:
         engine = create_engine(parsed, **options)
     except (NoSuchModuleError, ImportError) as exc:

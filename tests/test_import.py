@@ -791,3 +791,57 @@ def test_a_held_setting_comes_back_when_the_last_of_overlapping_holders_leaves()
     leave.set()
     thread.join()
     assert value[0] == 5
+
+
+def test_the_list_columns_words_are_stored_as_they_are_and_found_by_a_search(
+    invoke: Any, db_url: str, tmp_path: Path
+) -> None:
+    """A solution's words outside ASCII are stored as they are, not as JSON escapes, so the
+    full-text index holds them and a search finds the record by them (json.dumps's
+    "gr\\u00fcndlich" was never found by "gründlich"); the other list columns and the unknown
+    fields come back as they went in."""
+    record = seed_record()
+    record["solutions"] = ["Überprüfen Sie die Konfigurationsdatei gründlich", "日本語の説明"]
+    record["preventionTips"] = ["Schlüssel regelmäßig erneuern"]
+    record["vendorNote"] = {"name": "Zoë", "n": [1, 2.5, None, True]}
+    path = tmp_path / "one.jsonl"
+    path.write_text(json.dumps(record, ensure_ascii=True) + "\n", encoding="utf-8")
+    result = invoke("import", str(path))
+    assert result.exit_code == 0, result.output
+    for words in ("gründlich", "Überprüfen"):
+        found = json.loads(invoke("search", words, "--json").stdout)
+        assert [hit["id"] for hit in found["results"]] == [record["id"]], words
+    with KnowledgeBase(str(db_url)) as kb:
+        assert kb.get(record["id"]) == record
+    # an update (written otherwise than a new row) keeps its words searchable too
+    record["solutions"] = ["Prüfen Sie den Schlüsselspeicher"]
+    path.write_text(json.dumps(record, ensure_ascii=True) + "\n", encoding="utf-8")
+    report = json.loads(invoke("import", str(path), "--json").stdout)
+    assert report["updated"] == 1
+    found = json.loads(invoke("search", "Schlüsselspeicher", "--json").stdout)
+    assert [hit["id"] for hit in found["results"]] == [record["id"]]
+    assert json.loads(invoke("search", "gründlich", "--json").stdout)["results"] == []
+    with KnowledgeBase(str(db_url)) as kb:
+        assert kb.get(record["id"]) == record
+
+
+def test_nan_in_an_unknown_field_rejects_its_record_on_postgresql_alone(
+    invoke: Any, tmp_path: Path, records: list[Any], database: str
+) -> None:
+    """Python's JSON spells NaN and Infinity and SQLite keeps their text; PostgreSQL's jsonb
+    cannot hold them, so there the record is rejected with a reason and the others are stored
+    (the whole import failed on it before)."""
+    odd = dict(records[0], vendorScore={"ratio": float("nan"), "top": [float("inf")]})
+    path = write_jsonl(tmp_path / "in.jsonl", [odd, *records[1:5]])
+    result = invoke("import", str(path), "--json")
+    report = json.loads(result.stdout)
+    if database == "sqlite":
+        assert (result.exit_code, report["inserted"], report["rejected"]) == (0, 5, 0)
+        shown = json.loads(invoke("show", records[0]["id"], "--format", "json").stdout)
+        score = shown["vendorScore"]
+        assert score["ratio"] != score["ratio"] and score["top"] == [float("inf")]
+        return
+    assert (result.exit_code, report["inserted"], report["rejected"]) == (1, 4, 1), result.output
+    assert report["errors"][0]["field"] == "vendorScore"
+    assert "NaN or Infinity, which PostgreSQL's jsonb cannot store" in report["errors"][0]["reason"]
+    assert f"{path}:1: id {records[0]['id']}: vendorScore:" in result.stderr

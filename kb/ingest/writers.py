@@ -18,7 +18,7 @@ from sqlalchemy import JSON, bindparam, delete, func, insert, select, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import OperationalError
 
-from kb.jsontext import std_dumps
+from kb.jsontext import spelt_exactly, stored_strings, stored_text
 from kb.models import FTS_COLUMNS, RECORD_TAGS, RECORDS
 from kb.records import KEY_TO_COLUMN, Record
 
@@ -296,13 +296,17 @@ class PostgresWriter(PortableWriter):
         )
 
     def unstorable(self, record: Record) -> tuple[str, str] | None:
-        """PostgreSQL's text and jsonb cannot hold U+0000 (JSON can spell it, SQLite keeps it)."""
+        """PostgreSQL's text and jsonb cannot hold U+0000 (JSON can spell it, SQLite keeps it),
+        and jsonb no NaN or Infinity (Python's JSON spells them, SQLite keeps the text): the
+        record is refused by name, where the whole import once failed on it."""
         for column, value in record.values.items():
             if _has_nul(value):
                 return COLUMN_TO_KEY.get(column, column), NUL_REASON
         for key, value in record.extra.items():
             if _has_nul(key) or _has_nul(value):
                 return key, NUL_REASON
+            if not spelt_exactly(value):
+                return key, NOT_FINITE_REASON
         return None
 
     def _upsert(self, names: list[str]) -> str:
@@ -344,6 +348,7 @@ class PostgresWriter(PortableWriter):
 
 
 NUL_REASON: Final = "holds a NUL character (U+0000), which PostgreSQL cannot store"
+NOT_FINITE_REASON: Final = "holds NaN or Infinity, which PostgreSQL's jsonb cannot store"
 
 
 def _has_nul(value: Any) -> bool:
@@ -363,14 +368,18 @@ def _pg_array_type(name: str) -> str:
 
 
 def _encoded(rows: list[dict[str, Any]], names: list[str]) -> list[tuple[Any, ...]]:
-    """The rows as tuples in `names` order, JSON columns as JSON text."""
+    """The rows as tuples in `names` order, JSON columns as JSON text (kb.jsontext)."""
     values_of = operator.itemgetter(*names)
-    encoded = [i for i, name in enumerate(names) if name in _JSON_COLUMNS]
+    encoded = [
+        (i, stored_strings if name in _STRING_LISTS else stored_text)
+        for i, name in enumerate(names)
+        if name in _JSON_COLUMNS
+    ]
     out = []
     for row in rows:
         values = list(values_of(row))
-        for i in encoded:
-            values[i] = std_dumps(values[i])
+        for i, text_of in encoded:
+            values[i] = text_of(values[i])
         out.append(tuple(values))
     return out
 
@@ -383,6 +392,9 @@ def _tag_rows(tagged: list[tuple[int, list[str]]]) -> list[tuple[int, str]]:
 _JSON_COLUMNS: Final = frozenset(
     column.name for column in RECORDS.columns if isinstance(column.type, JSON)
 )
+# The JSON columns kb.records checks hold a list of strings and nothing else (the rest, the
+# unknown fields, hold any JSON).
+_STRING_LISTS: Final = frozenset({"solutions", "prevention_tips", "tags"})
 
 
 def _bulk_insert(conn: Connection, rows: list[dict[str, Any]]) -> None:
