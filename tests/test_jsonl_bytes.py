@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kb.errors import InputError
 from kb.ingest import source
 from kb.ingest.reading import Unparsable
 from kb.ingest.source import Source, items_of_bytes, items_of_text, text_of
@@ -103,3 +104,66 @@ def test_a_gzipped_source_reads_its_lines_from_bytes(tmp_path: Any) -> None:
         opened.close()
     assert values == [json.loads(line) for line in lines]
     assert opened.gzipped and opened.outer.count == path.stat().st_size
+
+
+def test_a_gzips_bytes_read_ahead_in_a_thread_are_the_files_and_progress_is_told_here(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A gzip is undone in a thread of its own, chunks ahead (kb.ingest.source._ReadAhead):
+    the records read are the file's, in order; the progress callback is called in the thread
+    that reads the records only, and adds up to the file's size; the hash is the file's."""
+    import hashlib
+    import threading
+
+    monkeypatch.setattr(source, "READ_CHUNK", 4096)  # many chunks, the queue full at times
+    lines = [json.dumps({"id": f"r{n}", "text": "x" * (n % 300)}) for n in range(3000)]
+    raw = gzip.compress(("\n".join(lines) + "\n").encode())
+    path = tmp_path / "in.jsonl.gz"
+    path.write_bytes(raw)
+    told: list[tuple[int, str]] = []
+    opened = Source(str(path), progress=lambda n: told.append((n, threading.current_thread().name)))
+    try:
+        values = [item.value["id"] for item in opened.items()]  # type: ignore[union-attr]
+    finally:
+        opened.close()
+    assert values == [f"r{n}" for n in range(3000)]
+    assert sum(n for n, _ in told) == len(raw)
+    assert {name for _, name in told} == {threading.current_thread().name}
+    assert opened.outer.sha256.hexdigest() == hashlib.sha256(raw).hexdigest()
+
+
+def test_a_gzip_that_breaks_midway_gives_its_records_before_then_the_error(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The thread's error is raised where the bytes it stopped were wanted: every record of
+    the bytes undone before comes first."""
+    monkeypatch.setattr(source, "READ_CHUNK", 4096)
+    lines = [json.dumps({"id": f"r{n}", "pad": "y" * 200}) for n in range(2000)]
+    raw = gzip.compress(("\n".join(lines) + "\n").encode())
+    path = tmp_path / "cut.jsonl.gz"
+    path.write_bytes(raw[: len(raw) // 2])
+    opened = Source(str(path))
+    got: list[str] = []
+    try:
+        with pytest.raises(InputError, match="cannot read"):
+            for item in opened.items():
+                got.append(item.value["id"])  # type: ignore[union-attr]
+    finally:
+        opened.close()
+    assert len(got) > 100 and got == [f"r{n}" for n in range(len(got))]
+
+
+def test_closing_a_gzip_read_ahead_early_stops_its_thread(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+
+    monkeypatch.setattr(source, "READ_CHUNK", 1024)
+    path = tmp_path / "big.jsonl.gz"
+    path.write_bytes(gzip.compress(b'{"id": "x"}\n' * 200_000))
+    before = set(threading.enumerate())
+    opened = Source(str(path))
+    first = next(iter(opened.items()))
+    assert first.value == {"id": "x"}  # type: ignore[union-attr]
+    opened.close()
+    assert set(threading.enumerate()) <= before  # the reader, blocked on a full queue, ended

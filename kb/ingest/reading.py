@@ -83,7 +83,7 @@ class CountingReader(io.RawIOBase):
         hashed: bool = True,
     ) -> None:
         self._raw = raw
-        self._progress = progress
+        self.progress = progress
         self._compressed = compressed  # the gzip these bytes come out of, to spot a bomb
         self._name = name
         # Only a file's own bytes are hashed (a manifest's sha256 is of them): hashing the
@@ -104,8 +104,8 @@ class CountingReader(io.RawIOBase):
             if self._hashed:
                 self.sha256.update(data)
             self.count += n
-            if self._progress is not None:
-                self._progress(n)
+            if self.progress is not None:
+                self.progress(n)
             packed = self._compressed
             if packed and self.count > max(BOMB_MIN_BYTES, BOMB_RATIO * packed.count):
                 raise InputError(
