@@ -104,17 +104,7 @@ def test_a_match_taking_the_helpers_hits_answers_as_one_pass_and_loads_no_shard(
     log = big_log(tmp_path / "big.log", lead=11)
     one = report_of(fresh_index(cache_dir), log, split_it=False)
     index = fresh_index(cache_dir)
-    carried: list[tuple[bytes, Any]] = []  # this process's part's carried lines, and theirs
-    carried_of = LogScan._carried
-    here = os.getpid()
-
-    def spied(self: LogScan, lines: int, data: bytes) -> Any:
-        got = carried_of(self, lines, data)
-        if os.getpid() == here:
-            carried.append((data, got))
-        return got
-
-    monkeypatch.setattr(LogScan, "_carried", spied)
+    carried = spy_on_carried_lines(monkeypatch)
     helper = prescan.start(str(log), cache_file=cache_dir / CACHE_FILE)
     assert helper is not None
     report = index.match(log, split=True, prescan=helper)
@@ -130,6 +120,23 @@ def test_a_match_taking_the_helpers_hits_answers_as_one_pass_and_loads_no_shard(
         assert hits == list(prefilter.hits_by_line(data))
         assert pytest_lines == pytest_locations(data)
     assert sum(bool(hits) for _, (hits, _) in carried) > 5
+
+
+def spy_on_carried_lines(monkeypatch: pytest.MonkeyPatch) -> list[tuple[bytes, Any]]:
+    """Where this process's part keeps each carried stretch's bytes and what LogScan._carried
+    made of them (the child's part is not seen)."""
+    carried: list[tuple[bytes, Any]] = []
+    carried_of = LogScan._carried
+    here = os.getpid()
+
+    def spied(self: LogScan, lines: int, data: bytes) -> Any:
+        got = carried_of(self, lines, data)
+        if os.getpid() == here:
+            carried.append((data, got))
+        return got
+
+    monkeypatch.setattr(LogScan, "_carried", spied)
+    return carried
 
 
 def report_of_report(report: MatchReport) -> dict[str, Any]:
@@ -372,17 +379,7 @@ def test_a_helper_scanning_with_the_first_shards_leaves_the_others_to_the_parts(
 
     # the whole match, split in two parts
     index = fresh_index(sharded_cache)
-    carried: list[tuple[bytes, Any]] = []
-    carried_of = LogScan._carried
-    here = os.getpid()
-
-    def spied(self: LogScan, lines: int, data: bytes) -> Any:
-        got = carried_of(self, lines, data)
-        if os.getpid() == here:
-            carried.append((data, got))
-        return got
-
-    monkeypatch.setattr(LogScan, "_carried", spied)
+    carried = spy_on_carried_lines(monkeypatch)
     helper = prescan.start(str(log), cache_file=sharded_cache / CACHE_FILE)
     assert helper is not None and helper.accepted() and helper.leading == 2
     report = index.match(log, split=True, prescan=helper)
