@@ -167,3 +167,20 @@ def test_closing_a_gzip_read_ahead_early_stops_its_thread(
     assert first.value == {"id": "x"}  # type: ignore[union-attr]
     opened.close()
     assert set(threading.enumerate()) <= before  # the reader, blocked on a full queue, ended
+
+
+def test_a_gzip_on_stdin_read_ahead_ends_its_thread_and_leaves_stdin_open(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import sys
+    import threading
+
+    monkeypatch.setattr(source, "READ_CHUNK", 1024)
+    stdin = io.BufferedReader(io.BytesIO(gzip.compress(b'{"id": "x"}\n' * 200_000)))
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(stdin))
+    before = set(threading.enumerate())
+    opened = Source("-")
+    assert next(iter(opened.items())).value == {"id": "x"}  # type: ignore[union-attr]
+    opened.close()
+    assert set(threading.enumerate()) <= before
+    assert not stdin.closed

@@ -70,6 +70,7 @@ class Source:
         buffered = io.BufferedReader(self.outer, buffer_size=READ_CHUNK)
         self.gzipped = buffered.peek(2)[:2] == GZIP_MAGIC
         self.inner: CountingReader | None = None
+        self._ahead: _ReadAhead | None = None
         data: IO[bytes] = buffered
         if self.gzipped:
             # what the decompressor has taken so far
@@ -81,13 +82,15 @@ class Source:
                 hashed=False,
             )
             self.outer.progress = None  # told by the reader, in the thread that reads records
-            ahead = _ReadAhead(self.inner, self.outer, progress)
-            data = io.BufferedReader(ahead, buffer_size=READ_CHUNK)
+            self._ahead = _ReadAhead(self.inner, self.outer, progress)
+            data = io.BufferedReader(self._ahead, buffer_size=READ_CHUNK)
         self.data = data
 
     def close(self) -> None:
         if self.spec != "-":
             self.data.close()
+        elif self._ahead is not None:
+            self._ahead.stop()  # stdin stays open; the thread reading it ends
 
     def items(self) -> Iterator[Item | Container]:
         """The values of this source; read errors become InputError naming the source."""
@@ -159,13 +162,17 @@ class _ReadAhead(io.RawIOBase):
             self._progress(count - self._told)
             self._told = count
 
+    def stop(self) -> None:
+        """End the reading thread (what it read is dropped), leaving `raw` open."""
+        self._stop.set()
+        while self._thread.is_alive():  # a reader waiting on a full queue goes on, stops
+            with contextlib.suppress(queue.Empty):
+                self._chunks.get(timeout=0.01)
+        self._thread.join()
+
     def close(self) -> None:
         if not self.closed:
-            self._stop.set()
-            while self._thread.is_alive():  # a reader waiting on a full queue goes on, stops
-                with contextlib.suppress(queue.Empty):
-                    self._chunks.get(timeout=0.01)
-            self._thread.join()
+            self.stop()
             self._raw.close()
         super().close()
 
