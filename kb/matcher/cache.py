@@ -333,7 +333,7 @@ class CacheReader:
     def shards(self, start: int = 0, stop: int | None = None) -> Generator[bytes, None, None]:
         """The serialised Hyperscan databases, in key-id order (kb.matcher.cachefile): those
         from `start` up to `stop`."""
-        return shard_blobs(self._con, stop, start)
+        return shard_blobs(self._con, start, stop)
 
     @_reads
     def lookup(self) -> tuple[bytes, bytes | None]:

@@ -31,7 +31,7 @@ SHARDS_MMAP_BYTES: Final = 1 << 31
 
 
 def shard_blobs(
-    con: sqlite3.Connection, stop: int | None = None, start: int = 0
+    con: sqlite3.Connection, start: int = 0, stop: int | None = None
 ) -> Generator[bytes, None, None]:
     """The serialised Hyperscan databases of the cache open on `con`, in key-id order (those
     from `start` up to `stop`), each read as one blob (sqlite3_blob_read) rather than as a

@@ -44,7 +44,6 @@ LOADED_PER_LOOKED_UP: Final = 300
 LOOKUP_MAX_BYTES: Final = 64 << 10
 # Shard blobs read ahead of the one being loaded (each one's memory held until it is loaded).
 READ_AHEAD: Final = 1
-_NO_HITS: Final[Iterator[tuple[int, int]]] = iter(())
 # How often (seconds) the interpreter hands the GIL over while a block is scanned in a thread.
 # Hyperscan lets go of the GIL while it scans, but takes it back for every key it finds, to call
 # the Python callback, and a main thread busy in Python keeps it for the switch interval first
@@ -250,12 +249,12 @@ class Prefilter:
         finally:
             blobs.close()  # the reader stopped and joined, whatever happened
 
-    def hits_by_line(self, data: bytes, in_thread: bool = False) -> Iterator[tuple[int, int]]:
+    def hits_by_line(self, data: bytes, in_thread: bool = False) -> list[tuple[int, int]]:
         """(line in data, key id) of every key found in `data`, in line order. `in_thread`
         scans with the scanning thread's scratch spaces (one scan may use a scratch at once),
         and needs the databases loaded first."""
         if not data:
-            return _NO_HITS
+            return []
         if (
             self._dbs is None
             and not in_thread
@@ -266,7 +265,7 @@ class Prefilter:
         else:
             raw = self._scanned(data, in_thread)
         raw.sort()
-        return zip(lines_at(data, [to for to, _ in raw]), [key for _, key in raw], strict=True)
+        return by_line(data, raw)
 
     def taken(
         self, found: Prescanned, data: bytes, at: int, in_thread: bool = False
@@ -382,7 +381,7 @@ class BlockScan:
                     found, self.data, at, in_thread
                 )
                 return
-            self._hits = list(self._prefilter.hits_by_line(self.data, in_thread))
+            self._hits = self._prefilter.hits_by_line(self.data, in_thread)
             if in_thread:
                 self._pytest_lines = self._prefilter.pytest_lines(self.data)
         except BaseException as exc:  # raised again where the result is wanted

@@ -306,7 +306,7 @@ def _scan_to(pipe: Any, database: str | None, cache_file: Path | None, fd: int, 
             return
         leading = None if scanned == len(sizes) else scanned
         pipe.write(_SCANNING if leading is None else _PARTIAL + bytes([leading]))
-        blobs = list(shard_blobs(con, scanned))
+        blobs = list(shard_blobs(con, stop=scanned))
     finally:
         con.close()
     after = os.stat(cache)
