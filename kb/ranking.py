@@ -63,6 +63,11 @@ MIN_SCORED: Final = 100  # a millisecond: never worth a count and FTS5's walks t
 # columns"), so only a wide miss counts: "KeyError not in index", 4,881 records for 350.
 HOPELESS: Final = 10
 FUNCTION: Final = "kb_bm25"
+# The index's tokenizer (kb/models.py SQLITE_FTS_DDL, checked by a test), run through apsw to
+# read a text as FTS5 read it; apsw's FTS5_TOKENIZE_QUERY and _DOCUMENT flags.
+TOKENIZER: Final = ("porter", ("unicode61", "remove_diacritics", "2"))
+_QUERY: Final = 1
+_DOCUMENT: Final = 4
 
 
 class TooMany(Exception):
@@ -204,6 +209,26 @@ def kb_bm25(api: FTS5ExtensionApi, /, *args: Any) -> float:
     return -total
 
 
+class Tokenizer:
+    """The index's tokenizer: a text's tokens as FTS5 made them when it indexed the records
+    (lower case, no diacritics, porter's stems), and the parts of a query that are tokens."""
+
+    def __init__(self, tokenize: Any) -> None:
+        self._tokenize = tokenize  # an apsw.FTS5Tokenizer
+
+    def tokens(self, text: str) -> list[str]:
+        """The text's tokens, as the index holds a record's (1-2 us for a message)."""
+        found = self._tokenize(text.encode(), _DOCUMENT, None, include_offsets=False)
+        return [token for token, *_ in found]
+
+    def words(self, text: str) -> list[str]:
+        """The parts of a query's text that are each one token, as typed (quoted on its own,
+        each is the same token in an FTS5 expression)."""
+        data = text.encode()
+        found = self._tokenize(data, _QUERY, None, include_colocated=False)
+        return [data[start:end].decode(errors="replace") for start, end, *_ in found]
+
+
 class Ranker:
     """kb_bm25's statements on read-only apsw connections to the SQLite file, one per thread
     (apsw refuses a connection busy in another thread), each opened when its thread first
@@ -234,6 +259,22 @@ class Ranker:
             return [tuple(row) for row in conn.execute(sql, tuple(params))]
         except (apsw.Error, TooMany):
             return None
+
+    def tokenizer(self) -> Tokenizer | None:
+        """The index's tokenizer on this thread's connection; None where it cannot run."""
+        conn = self._connection()
+        if conn is None:
+            return None
+        found: Tokenizer | None = getattr(self._local, "tokenizer", None)
+        if found is None:
+            import apsw
+
+            name, args = TOKENIZER
+            try:
+                found = self._local.tokenizer = Tokenizer(conn.fts5_tokenizer(name, list(args)))
+            except apsw.Error:
+                return None
+        return found
 
     def _connection(self) -> Any:
         conn = getattr(self._local, "conn", None)

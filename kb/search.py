@@ -23,6 +23,7 @@ from kb.broad import (
     HeldScores,
     best_records,
     own_held_scores,
+    side_by_side,
 )
 from kb.query import (
     MAX_QUERY_CHARS,
@@ -390,7 +391,9 @@ class Searcher:
         if broad and (worded is not None or not phrases):
             held = None
             if worded is not None:
-                held = Held(worded, phrase_held(phrases))
+                tokenizer = self.ranker.tokenizer() if self.ranker is not None else None
+                sampled = side_by_side(phrases, expression, tokenizer) if tokenizer else None
+                held = Held(worded, phrase_held(phrases), sampled)
             rows = best_records(
                 self.run,
                 columns=RESULT_COLUMNS,

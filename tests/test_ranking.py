@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from kb.knowledge import KnowledgeBase
-from kb.ranking import Ranker
+from kb.ranking import TOKENIZER, Ranker, Tokenizer
 from kb.search import Filters, Searcher, SearchResponse
 from tests.conftest import corpus_dir
 from tests.test_search import COMMON_WORD_QUERIES
@@ -388,17 +388,19 @@ def test_a_query_that_finds_many_reads_only_its_best_records_and_ranks_them_alik
     assert (scored >= broad - 2) if own_scores != "none" else scored == 0
 
 
+@pytest.mark.parametrize("found", ["by FTS5's phrase", "by the tokens side by side"])
 @pytest.mark.parametrize(
     "phrase",
-    ["must be", "is not supported", "not found", "num heads", "hidden size"],
+    ["must be", "is not supported", "not found", "num heads", "hidden size", "does not exist"],
 )
 def test_the_sampled_text_share_is_the_share_of_the_sampled_records_holding_the_text(
-    real_kb: KnowledgeBase, phrase: str
+    real_kb: KnowledgeBase, phrase: str, found: str
 ) -> None:
     """kb.broad.text_share counts the records of its sample (4 runs of 512 keys) that
     hold a phrase word for word, and says what share of them hold its text: all ("must be"),
     none ("num heads": the messages say num_heads), some ("hidden size"), each as a walk of
-    every record finds them."""
+    every record finds them; found by FTS5's phrase in each run, or by the records holding
+    its words anywhere in the run and their messages' tokens (kb.broad.side_by_side)."""
     import sqlite3
 
     import kb.broad
@@ -416,7 +418,15 @@ def test_the_sampled_text_share_is_the_share_of_the_sampled_records_holding_the_
 
     worded = held_word_for_word([phrase], " AND ".join(fts_phrase(w) for w in phrase.split()))
     assert worded is not None
-    held = kb.broad.Held(worded, phrase_held([phrase]))
+    within = " AND ".join(fts_phrase(w) for w in phrase.split())
+    sampled_by = None
+    if found != "by FTS5's phrase":
+        apsw = pytest.importorskip("apsw")
+        name, args = TOKENIZER
+        tokenizer = Tokenizer(apsw.Connection(":memory:").fts5_tokenizer(name, list(args)))
+        sampled_by = kb.broad.side_by_side([phrase], within, tokenizer)
+        assert sampled_by is not None
+    held = kb.broad.Held(worded, phrase_held([phrase]), sampled_by)
     text_sql, text_params = held.text
     ((low, high),) = run("SELECT min(key), max(key) FROM records")
     runs = sample_runs(low, high, kb.broad.SAMPLE_RUNS, kb.broad.SAMPLE_RUN)
@@ -437,3 +447,42 @@ def test_the_sampled_text_share_is_the_share_of_the_sampled_records_holding_the_
     assert len(statements) == 2  # the keys' span, then the sample and its text at once
     assert in_sample(words) > 0
     assert (sampled, share) == (in_sample(words), in_sample(holding) / in_sample(words))
+
+
+def test_the_tokenizer_is_the_index_s() -> None:
+    """kb.ranking.TOKENIZER reads a text as the full-text index does: the tokenizer its
+    table was made with (kb/models.py, the same as the migration's)."""
+    from kb.models import SQLITE_FTS_DDL
+
+    name, args = TOKENIZER
+    assert f"tokenize='{' '.join([name, *args])}'" in SQLITE_FTS_DDL[0]
+
+
+@pytest.mark.parametrize(
+    ("message", "phrases", "held"),
+    [
+        ("ValueError: Arguments must be of type int", ["arguments must be of type"], True),
+        ("the argument must be of the type", ["arguments must be of type"], False),
+        ("plotly.graph_objs is missing", ["plotly graph objs"], True),  # porter: obj
+        ("Naïve shapes must match", ["naive shapes", "must match"], True),
+        ("naive shapes; match must", ["naive shapes", "must match"], False),
+        ("write_full failed", ["ite_full"], False),
+        ("the ite_full flag", ["ite full"], True),
+    ],
+)
+def test_side_by_side_holds_a_message_whose_tokens_hold_each_phrase_s_in_a_row(
+    message: str, phrases: list[str], held: bool
+) -> None:
+    """kb.broad.side_by_side: a message holds the phrases where the index's tokens of it
+    hold each phrase's tokens in a row (case, diacritics, punctuation and endings aside, as
+    FTS5's phrase finds it); its expression asks for every word in the message column."""
+    apsw = pytest.importorskip("apsw")
+    import kb.broad
+
+    name, args = TOKENIZER
+    tokenizer = Tokenizer(apsw.Connection(":memory:").fts5_tokenizer(name, list(args)))
+    found = kb.broad.side_by_side(phrases, '"x"', tokenizer)
+    assert found is not None
+    assert found.holds(message) is held
+    assert found.words.startswith('("x") AND {error_message} : (')
+    assert kb.broad.side_by_side(["..."], '"x"', tokenizer) is None
