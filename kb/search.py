@@ -367,7 +367,7 @@ class Searcher:
         if own is not None and own.found_at_most == 0:
             total = 0
         elif own is not None and own.count_first:
-            total = self.run(count, params)[0][0]
+            total = self._total(count, params, expression, scope, slots)
         if total == 0:
             return SearchResponse([], 0, None, method)
         if own is not None and self.ranker is not None and (total or 0) <= own.most:
@@ -375,7 +375,7 @@ class Searcher:
             if found is not None:
                 return ranked_response(found, found[0][8] if found else 0, method)
         if total is None:
-            (total,) = self.run(count, params)[0]
+            total = self._total(count, params, expression, scope, slots)
         if not total:
             return SearchResponse([], 0, None, method)
         matched, matched_params = "records_fts MATCH ?", [expression]
@@ -412,6 +412,25 @@ class Searcher:
             [*matched_params, *scope.params, *first_params, limit],
         )
         return ranked_response(rows, total, method)
+
+    def _total(
+        self,
+        count: str,
+        params: list[Any],
+        expression: str,
+        scope: Scope,
+        slots: tuple[list[int], list[str]] | None,
+    ) -> int:
+        """The records the expression finds (the `count` statement's). Where it is one term
+        of the ranking, alone and unfiltered, that is the term's count, which its idf needs
+        too (kb.query.PhraseCounts: the same statement, counted once per revision): one walk
+        of it, not two ("ValueError to the" finds '"ValueError"', 511,859 records, 17 ms of
+        its walk at a million records; '"does not support"' 22 ms)."""
+        if not scope.conditions and slots is not None:
+            for term in slots[1]:
+                if fts_phrase(term) == expression:
+                    return self.counts.of([term])[0]
+        return int(self.run(count, params)[0][0])
 
     def _held_scores(
         self,

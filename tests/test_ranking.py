@@ -486,3 +486,50 @@ def test_side_by_side_holds_a_message_whose_tokens_hold_each_phrase_s_in_a_row(
     assert found.holds(message) is held
     assert found.words.startswith('("x") AND {error_message} : (')
     assert kb.broad.side_by_side(["..."], '"x"', tokenizer) is None
+
+
+@pytest.mark.parametrize("query", ['"is not supported"', "tensor", '"must be"'])
+def test_a_query_of_one_ranked_term_walks_it_once_for_its_total_and_its_idf(
+    real_kb: KnowledgeBase, monkeypatch: pytest.MonkeyPatch, query: str
+) -> None:
+    """Where the query's expression is one term of its ranking, alone and unfiltered, its
+    total is the term's count (kb.query.PhraseCounts, kept per revision), the same statement
+    kb_bm25's idf runs: counted once in a first search, not at all in the next; and the same
+    total as a count of the expression."""
+    import sqlite3
+
+    import kb.query
+    from kb.config import sqlite_file
+    from kb.sql import SqlAlchemyRunner
+
+    monkeypatch.setattr("kb.query._COUNTS", {})  # nothing counted in this process yet
+    for kept in real_kb.cache_dir().glob(kb.query.COUNT_FILES.format("*")):
+        kept.unlink()
+    monkeypatch.setattr("kb.search.BROAD_RECORDS", 1)  # kb.broad, which needs the total
+    counted: list[str] = []
+    count_sql = "SELECT count(*) FROM records_fts WHERE records_fts MATCH ?"
+
+    def spy(rows: Any) -> Any:
+        def counting(self: Any, sql: str, params: Any = ()) -> Any:
+            if sql == count_sql:
+                counted.append(params[0])
+            return rows(self, sql, params)
+
+        return counting
+
+    monkeypatch.setattr(SqlAlchemyRunner, "rows", spy(SqlAlchemyRunner.rows))
+    monkeypatch.setattr(Ranker, "rows", spy(Ranker.rows))
+    first = real_kb.search_by(query, Filters())
+    assert first.total > 0
+    assert len(counted) == len(set(counted)), counted  # each term once (its words' too)
+    path = sqlite_file(real_kb.url)
+    assert path is not None
+    with sqlite3.connect(path) as conn:
+        totals = {term: conn.execute(count_sql, [term]).fetchall()[0][0] for term in counted}
+    expression = kb.query.fts_expression(kb.query.terms_of(query), "all")
+    assert first.total == totals[expression]
+    total = totals[expression]
+    counted.clear()
+    again = real_kb.search_by(query, Filters())
+    assert (again.total, [r.id for r in again.results]) == (total, [r.id for r in first.results])
+    assert counted == []
