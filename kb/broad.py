@@ -105,12 +105,11 @@ def side_by_side(phrases: Sequence[str], within: str, tokenizer: Tokenizer) -> S
     return SideBySide(expression, holds)
 
 
-def _side_by_side(tokens: Sequence[str], phrase: Sequence[str]) -> bool:
+def _side_by_side(tokens: list[str], phrase: list[str]) -> bool:
     """Whether `phrase`'s tokens are side by side somewhere in `tokens`."""
     first, width = phrase[0], len(phrase)
     return any(
-        token == first and list(tokens[at : at + width]) == list(phrase)
-        for at, token in enumerate(tokens)
+        token == first and tokens[at : at + width] == phrase for at, token in enumerate(tokens)
     )
 
 

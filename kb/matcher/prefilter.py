@@ -76,13 +76,17 @@ def lines_at(data: bytes, offsets: Iterable[int]) -> Iterator[int]:
         yield line
 
 
-def hits_at(found: Prescanned, data: bytes, at: int) -> tuple[list[tuple[int, int]], list[int]]:
-    """What scanning `data`, the file's bytes from `at`, finds, taken from a whole file's hits:
-    (line in data, key id) in line order, and the lines of pytest's raise-site locations (of
-    the shards the hits are of: see Prefilter.taken)."""
-    return by_line(data, found.hits(at, len(data))), list(
-        lines_at(data, found.pytest_ends(at, len(data)))
-    )
+def hits_at(
+    found: Prescanned, data: bytes, at: int, more: list[tuple[int, int]] | None = None
+) -> tuple[list[tuple[int, int]], list[int]]:
+    """What scanning `data`, the file's bytes from `at`, finds, taken from a whole file's hits
+    (of the shards the hits are of, see Prefilter.taken, with `more`: the others' (end offset,
+    key id), in no order): (line in data, key id) in the order of (end, key id), and the lines
+    of pytest's raise-site locations."""
+    raw = found.hits(at, len(data))
+    if more:
+        raw = sorted(raw + more)  # one sort of both, the order one scan of every shard gives
+    return by_line(data, raw), list(lines_at(data, found.pytest_ends(at, len(data))))
 
 
 def by_line(data: bytes, raw: list[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -274,11 +278,9 @@ class Prefilter:
         (found.leading) found here: what scanning `data` with every shard finds, in the same
         order (one sort of (end, key id), as hits_by_line's). `in_thread` as for
         hits_by_line."""
-        if found.leading is None:
-            return hits_at(found, data, at)
-        raw = found.hits(at, len(data)) + self._scanned(data, in_thread, found.leading)
-        raw.sort()
-        return by_line(data, raw), list(lines_at(data, found.pytest_ends(at, len(data))))
+        leading = found.leading
+        more = None if leading is None else self._scanned(data, in_thread, leading)
+        return hits_at(found, data, at, more)
 
     def _scanned(self, data: bytes, in_thread: bool, start: int = 0) -> list[tuple[int, int]]:
         """The hits of every shard from the `start`th, in no order."""
