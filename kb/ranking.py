@@ -56,6 +56,12 @@ IDF_FLOOR: Final = 1e-6
 # and gives up past that: FTS5's bm25 then ranks, after a count.
 SECONDS_PER_RECORD: Final = 10e-6
 SECONDS_PER_ENTRY: Final = 70e-9
+# kb_bm25 in C (NATIVE_NAME below) costs 0.4 of the Python function's time a record in the
+# statement that ranks (the join and the window count included): at a million records,
+# 2026-12-05, "model" (176,118 records) 1.32 against 3.75 us, "must be" (123,954) 1.47
+# against 3.96, "KeyError index" (4,881) 2.29 against 4.74, "tensor shape" (5,560) 2.50
+# against 5.64. It may score as many records more.
+SECONDS_PER_NATIVE_RECORD: Final = 4e-6
 MIN_SCORED: Final = 100  # a millisecond: never worth a count and FTS5's walks to save
 # Not tried at all where the sample says the query finds this many times the records kb_bm25
 # may score: it would give up, having scored them for nothing. The sample's bound (the rarest
@@ -68,6 +74,12 @@ FUNCTION: Final = "kb_bm25"
 TOKENIZER: Final = ("porter", ("unicode61", "remove_diacritics", "2"))
 _QUERY: Final = 1
 _DOCUMENT: Final = 4
+# kb_bm25 in C (kb/_kb_bm25.c, an SQLite extension), built beside this module at install time
+# where a C compiler and SQLite's headers are at hand (hatch_build.py); else the function
+# below ranks. The same scores; the C one costs SECONDS_PER_NATIVE_RECORD a record.
+NATIVE_NAME: Final = "_kb_bm25"
+NATIVE_ENTRY: Final = "sqlite3_kbbm_init"
+NATIVE_SUFFIXES: Final = {"win32": ".dll", "darwin": ".dylib"}  # else .so
 
 
 class TooMany(Exception):
@@ -87,8 +99,9 @@ class Slots:
     most: int
 
     def literal(self) -> str:
-        """The SQL string literal kb_bm25 takes: integers only, made here."""
-        value = [list(self.phrases), list(self.counts), self.most]
+        """The SQL string literal kb_bm25 takes: numbers only, made here (the column weights
+        too, so that the C function and this module's rank by the same)."""
+        value = [list(self.phrases), list(self.counts), self.most, list(_WEIGHTS)]
         return "'" + json.dumps(value, separators=(",", ":")) + "'"
 
 
@@ -144,10 +157,11 @@ def sure_to_finish(most_found: float, most: int) -> bool:
     return most_found <= most
 
 
-def most_scored(walked: float) -> int:
-    """The records kb_bm25 scores in the time FTS5's bm25 walks `walked` record-list entries
-    (the ranking's words' records, estimated), MIN_SCORED at least."""
-    return max(MIN_SCORED, int(walked * SECONDS_PER_ENTRY / SECONDS_PER_RECORD))
+def most_scored(walked: float, per_record: float = SECONDS_PER_RECORD) -> int:
+    """The records kb_bm25 scores, `per_record` seconds each, in the time FTS5's bm25 walks
+    `walked` record-list entries (the ranking's words' records, estimated), MIN_SCORED at
+    least."""
+    return max(MIN_SCORED, int(walked * SECONDS_PER_ENTRY / per_record))
 
 
 def idf(records: int, holding: int) -> float:
@@ -163,6 +177,7 @@ class _Statement:
     ranked: list[tuple[int, int]]  # (phrase, slot) of the phrases that count, FTS5's order
     average: float  # the mean record's tokens
     idfs: list[float]  # a slot's
+    weights: list[float]  # a column's
     most: int
     scored: int = 0
 
@@ -178,24 +193,25 @@ def kb_bm25(api: FTS5ExtensionApi, /, *args: Any) -> float:
     at a million records (2026-12-02)."""
     statement = api.aux_data
     if statement is None:  # the statement's first row
-        phrase_slots, counts, most = json.loads(str(args[0]))
+        phrase_slots, counts, most, weights = json.loads(str(args[0]))
         records = api.row_count
         statement = api.aux_data = _Statement(
             ranked=[(phrase, slot) for phrase, slot in enumerate(phrase_slots) if slot >= 0],
             average=api.column_total_size(-1) / records if records else 1.0,
             idfs=[idf(records, int(n)) for n in counts],
+            weights=[float(w) for w in weights],
             most=int(most),
         )
     if statement.scored >= statement.most:
         raise TooMany(f"more than {statement.most} records to score")
     statement.scored += 1
-    idfs = statement.idfs
+    idfs, weights = statement.idfs, statement.weights
     frequencies = [0.0] * len(idfs)
     columns_of, offsets_of = api.phrase_columns, api.phrase_column_offsets
     for phrase, slot in statement.ranked:
         frequency = 0.0
         for column in columns_of(phrase):
-            weight = _WEIGHTS[column]
+            weight = weights[column]
             for _offset in offsets_of(phrase, column):
                 frequency += weight
         # a word's phrases in the groups its record did not match hold nothing
@@ -235,11 +251,12 @@ class Ranker:
     needs it and then kept. Where apsw is not installed or the file cannot be opened, `rows`
     says None (FTS5's bm25 then)."""
 
-    def __init__(self, uri: str, busy_timeout_ms: int) -> None:
+    def __init__(self, uri: str, busy_timeout_ms: int, native: bool = True) -> None:
         import threading  # here: the cold `kb search` (kb.quick) makes no ranker
 
         self.uri = uri
         self.busy_timeout_ms = busy_timeout_ms
+        self._native = native_library() if native else None
         self._local = threading.local()
         self._opened: list[Any] = []  # every thread's, closed together
         self._unusable = False
@@ -259,6 +276,14 @@ class Ranker:
             return [tuple(row) for row in conn.execute(sql, tuple(params))]
         except (apsw.Error, TooMany):
             return None
+
+    def native(self) -> bool:
+        """Whether kb_bm25 is the C one on this thread's connection (kb/_kb_bm25.c)."""
+        return self._connection() is not None and self._native is not None
+
+    def seconds_per_record(self) -> float:
+        """What kb_bm25 costs a record on this thread's connection (most_scored)."""
+        return SECONDS_PER_NATIVE_RECORD if self.native() else SECONDS_PER_RECORD
 
     def tokenizer(self) -> Tokenizer | None:
         """The index's tokenizer on this thread's connection; None where it cannot run."""
@@ -292,7 +317,8 @@ class Ranker:
             conn = apsw.Connection(self.uri, flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI)
             conn.set_busy_timeout(self.busy_timeout_ms)
             conn.execute(SEARCH_MMAP_PRAGMA)
-            conn.register_fts5_function(FUNCTION, kb_bm25)
+            if not self._load_native(conn):
+                conn.register_fts5_function(FUNCTION, kb_bm25)
         except apsw.Error:
             self._unusable = True
             return None
@@ -301,11 +327,38 @@ class Ranker:
             self._opened.append(conn)
         return conn
 
+    def _load_native(self, conn: Any) -> bool:
+        """Whether kb_bm25 in C is now the connection's (loaded, then loading switched off
+        again: no statement loads anything); where it fails to load, no later connection
+        tries it."""
+        if self._native is None:
+            return False
+        import apsw
+
+        try:
+            conn.enable_load_extension(True)
+            try:
+                conn.load_extension(str(self._native), NATIVE_ENTRY)
+            finally:
+                conn.enable_load_extension(False)
+        except apsw.Error:
+            self._native = None
+            return False
+        return True
+
     def close(self) -> None:
         with self._lock:
             for conn in self._opened:
                 conn.close()
             self._opened.clear()
+
+
+def native_library() -> Path | None:
+    """kb_bm25 in C, where the install built it."""
+    import sys
+
+    found = Path(__file__).with_name(NATIVE_NAME + NATIVE_SUFFIXES.get(sys.platform, ".so"))
+    return found if found.is_file() else None
 
 
 def ranker_for(path: Path | None, busy_timeout_ms: int) -> Ranker | None:

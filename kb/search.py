@@ -315,7 +315,7 @@ class Searcher:
         phrase_slots, slot_terms = slots
         # as typed, so that a one-word term's estimate is the one the sample already made
         words = list(dict.fromkeys(w for t in slot_terms for w in WORD_RE.findall(t)))
-        most = most_scored(sum(self.common.estimated(words)))
+        most = most_scored(sum(self.common.estimated(words)), self.ranker.seconds_per_record())
         bound = float("inf")
         if mode == "all":  # the rarest word bounds what it finds ("most" has no tight bound)
             counted = self.counts.counts  # exact where counted already

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from kb.knowledge import KnowledgeBase
-from kb.ranking import TOKENIZER, Ranker, Tokenizer
+from kb.ranking import TOKENIZER, Ranker, Slots, Tokenizer, native_library
 from kb.search import Filters, Searcher, SearchResponse
 from tests.conftest import corpus_dir
 from tests.test_search import COMMON_WORD_QUERIES
@@ -48,6 +50,30 @@ def real_kb(tmp_path_factory: pytest.TempPathFactory) -> Any:
     kb.close()
 
 
+def _native_or_skip() -> None:
+    """kb_bm25 in C is built (hatch_build.py), else the test skips; CI builds it."""
+    if native_library() is None:
+        why = "kb_bm25 in C is not built (hatch_build.py needs a C compiler and libsqlite3-dev)"
+        if os.environ.get("CI"):
+            pytest.fail(f"CI builds it: {why}")
+        pytest.skip(why)
+
+
+@pytest.fixture(params=["C", "Python"])
+def either_bm25(request: pytest.FixtureRequest, real_kb: KnowledgeBase) -> Iterator[str]:
+    """real_kb's searches ranked by kb_bm25 in C, then by the Python function."""
+    native = request.param == "C"
+    if native:
+        _native_or_skip()
+    saved = real_kb._ranker
+    assert saved is not None
+    real_kb._ranker = Ranker(saved.uri, saved.busy_timeout_ms, native=native)
+    assert real_kb._ranker.native() is native
+    yield request.param
+    real_kb._ranker.close()
+    real_kb._ranker = saved
+
+
 def _search(
     kb: KnowledgeBase, monkeypatch: pytest.MonkeyPatch, own: bool, query: str, filters: Filters
 ) -> tuple[SearchResponse, int]:
@@ -64,7 +90,7 @@ def _search(
 
     with monkeypatch.context() as patched:
         if own:
-            patched.setattr("kb.search.most_scored", lambda _walked: 10**9)
+            patched.setattr("kb.search.most_scored", lambda *_: 10**9)
         else:
             patched.setattr(Searcher, "_own_ranking", lambda *_: None)
         patched.setattr(Ranker, "rows", counting)
@@ -72,7 +98,7 @@ def _search(
 
 
 def test_kb_bm25_ranks_and_scores_as_fts5_bm25_on_real_records(
-    real_kb: KnowledgeBase, monkeypatch: pytest.MonkeyPatch
+    real_kb: KnowledgeBase, monkeypatch: pytest.MonkeyPatch, either_bm25: str
 ) -> None:
     with real_kb.engine.connect() as conn:  # the most common type and tag: filters that keep many
         (error_type,) = conn.exec_driver_sql(
@@ -103,7 +129,7 @@ def test_kb_bm25_ranks_and_scores_as_fts5_bm25_on_real_records(
 
 
 def test_kb_bm25_gives_up_past_the_records_it_may_score_and_fts5_ranks(
-    real_kb: KnowledgeBase, monkeypatch: pytest.MonkeyPatch
+    real_kb: KnowledgeBase, monkeypatch: pytest.MonkeyPatch, either_bm25: str
 ) -> None:
     rows = Ranker.rows
     for query in ("expected scalar type Float but found", "vllm/config/attention.py", "model"):
@@ -118,7 +144,7 @@ def test_kb_bm25_gives_up_past_the_records_it_may_score_and_fts5_ranks(
             return found
 
         with monkeypatch.context() as patched:
-            patched.setattr("kb.search.most_scored", lambda _walked: 1)
+            patched.setattr("kb.search.most_scored", lambda *_: 1)
             patched.setattr("kb.search.worth_trying", lambda *_: True)  # tried, gives up
             patched.setattr("kb.search.sure_to_finish", lambda *_: True)  # not counted
             patched.setattr(Ranker, "rows", spy)
@@ -128,6 +154,89 @@ def test_kb_bm25_gives_up_past_the_records_it_may_score_and_fts5_ranks(
         assert [(r.id, r.score) for r in got.results] == [
             (r.id, r.score) for r in theirs.results
         ], query
+
+
+@pytest.fixture(scope="module")
+def data_kb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The bundled dataset (data/, 514 records) in a SQLite file: its reader's URI. Always at
+    hand, where the shared corpus may not be."""
+    folder = tmp_path_factory.mktemp("data-kb")
+    kb = KnowledgeBase(str(folder / "kb.sqlite3"))
+    kb.import_sources([str(Path(__file__).parent.parent / "data")])
+    kb.close()
+    yield f"file:{folder / 'kb.sqlite3'}?mode=ro"
+
+
+# FTS5 expressions and kb_bm25's slots for each of their phrases: one phrase, several, a
+# phrase in a column, a phrase that ranks nothing (-1), one word in two groups of "most"
+# (the best of its phrases counts), a slot two phrases share; and the records holding each
+# (any, several, half of them or more: the idf floor).
+NATIVE_CASES = [
+    ('"must be"', (0,), (40,)),
+    ('"ValueError" AND "must"', (0, 1), (60, 300)),
+    ('"ValueError" AND error_message : ("not" "supported")', (0, -1), (60, 0)),
+    (
+        '("not" AND "found") OR ("not" AND "supported") OR ("found" AND "supported")',
+        (0, 1, 0, 2, 1, 2),
+        (200, 30, 30),
+    ),
+    ('"error" OR "the"', (0, 1), (400, 514)),
+    ('"the" AND "a"', (0, 0), (514,)),
+    ('"is not"', (0,), (0,)),
+]
+
+
+def test_kb_bm25_in_c_scores_every_record_as_the_python_function(data_kb: str) -> None:
+    """Every record each expression finds, each slot layout: the same doubles, bit for bit
+    (the C function adds and divides in the Python function's order, no fused operations)."""
+    _native_or_skip()
+    native, python = Ranker(data_kb, 1000), Ranker(data_kb, 1000, native=False)
+    assert native.native() and not python.native()
+    for expression, phrases, counts in NATIVE_CASES:
+        literal = Slots(phrases, counts, 10**6).literal()
+        sql = (
+            f"SELECT rowid, kb_bm25(records_fts, {literal}) FROM records_fts "
+            "WHERE records_fts MATCH ? ORDER BY rowid"
+        )
+        got, wanted = native.rows(sql, [expression]), python.rows(sql, [expression])
+        assert wanted and len(wanted) > 1, expression  # records found, scored
+        assert got == wanted, expression
+        assert len({score for _, score in wanted}) > 1, expression  # scores that differ
+    native.close()
+    python.close()
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["C", "Python"])
+def test_kb_bm25_fails_its_statement_past_the_records_it_may_score(
+    data_kb: str, native: bool
+) -> None:
+    if native:
+        _native_or_skip()
+    ranker = Ranker(data_kb, 1000, native=native)
+    sql = "SELECT rowid, kb_bm25(records_fts, {}) FROM records_fts WHERE records_fts MATCH ?"
+    (found,) = ranker.rows("SELECT count(*) FROM records_fts WHERE records_fts MATCH ?", ["error"])
+    assert found[0] > 3
+    assert ranker.rows(sql.format(Slots((0,), (9,), found[0] - 1).literal()), ["error"]) is None
+    rows = ranker.rows(sql.format(Slots((0,), (9,), found[0]).literal()), ["error"])
+    assert rows is not None and len(rows) == found[0]
+    ranker.close()
+
+
+def test_a_native_library_that_does_not_load_leaves_the_python_function(
+    data_kb: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    broken = tmp_path / "_kb_bm25.so"
+    broken.write_bytes(b"not a library")
+    monkeypatch.setattr("kb.ranking.native_library", lambda: broken)
+    ranker = Ranker(data_kb, 1000)
+    assert not ranker.native()
+    literal = Slots((0,), (9,), 10**6).literal()
+    rows = ranker.rows(
+        f"SELECT rowid, kb_bm25(records_fts, {literal}) FROM records_fts WHERE records_fts MATCH ?",
+        ["error"],
+    )
+    assert rows
+    ranker.close()
 
 
 def test_a_ranker_that_cannot_run_leaves_the_ranking_to_fts5(
@@ -288,7 +397,7 @@ def test_a_servers_threads_share_the_ranker(
                 failed.append(query)
 
     with monkeypatch.context() as patched:
-        patched.setattr("kb.search.most_scored", lambda _walked: 10**9)
+        patched.setattr("kb.search.most_scored", lambda *_: 10**9)
         patched.setattr(Ranker, "rows", counting)
         threads = [threading.Thread(target=work, args=(q,)) for q in queries * 2]
         for thread in threads:
@@ -314,16 +423,20 @@ BROAD_QUERIES = [
 
 
 @pytest.mark.parametrize(
-    ("limit", "chunk", "own_scores", "text_first"),
+    ("limit", "chunk", "own_scores", "text_first", "first"),
     [
-        (5, None, "all", "sampled"),
-        (20, None, "all", "sampled"),
-        (5, 2, "all", "never"),
-        (5, None, "all", "always"),
-        (20, None, "all", "always"),
-        (5, None, "none", "never"),
-        (5, 2, "none", "never"),
-        (5, None, "none", "always"),
+        (5, None, "all", "sampled", None),
+        (20, None, "all", "sampled", None),
+        (5, 2, "all", "never", None),
+        (5, None, "all", "always", None),
+        (20, None, "all", "always", None),
+        (5, None, "none", "never", None),
+        (5, 2, "none", "never", None),
+        (5, None, "none", "always", None),
+        # the best scores read first too few: every score is read after them
+        (5, 2, "all", "never", 3),
+        (20, None, "all", "never", 6),
+        (5, 2, "none", "never", 3),
     ],
 )
 def test_a_query_that_finds_many_reads_only_its_best_records_and_ranks_them_alike(
@@ -333,6 +446,7 @@ def test_a_query_that_finds_many_reads_only_its_best_records_and_ranks_them_alik
     chunk: int | None,
     own_scores: str,
     text_first: str,
+    first: int | None,
 ) -> None:
     """kb.broad's ranking (FTS5 scores alone, the phrase's records found by FTS5, only the
     best records read) is the one statement's: the same totals, methods, ids in order and
@@ -344,21 +458,30 @@ def test_a_query_that_finds_many_reads_only_its_best_records_and_ranks_them_alik
 
     if chunk is not None:
         monkeypatch.setattr("kb.broad.TEXT_CHUNK", chunk)
+    if first is not None:
+        monkeypatch.setattr("kb.broad.HELD_FIRST", first)
     if own_scores == "none":
-        monkeypatch.setattr("kb.search.own_held_scores", lambda *_: lambda _worded, _text: None)
+        monkeypatch.setattr("kb.search.own_held_scores", lambda *_: lambda *_: None)
     if text_first != "sampled":
         monkeypatch.setattr("kb.broad.TEXT_FIRST_SHARE", 2.0 if text_first == "always" else 0.0)
-    holding = kb.broad._best_holding
-    filled = partly = broad = scored = 0
+    holding, held_scores_of = kb.broad._best_holding, kb.broad._held_scores
+    filled = partly = broad = scored = every = 0
+
+    def reads(*args: Any) -> Any:
+        nonlocal every
+        every += args[-1] is None  # every score, not the best few
+        return held_scores_of(*args)
+
+    monkeypatch.setattr("kb.broad._held_scores", reads)
 
     def spy(run: Any, *args: Any) -> Any:
         nonlocal filled, partly
         held_scores = args[5]
         if held_scores is not None:
 
-            def counted(worded: str, text: Any) -> Any:
+            def counted(worded: str, text: Any, most: int | None) -> Any:
                 nonlocal scored
-                found = held_scores(worded, text)
+                found = held_scores(worded, text, most)
                 scored += found is not None
                 return found
 
@@ -386,6 +509,8 @@ def test_a_query_that_finds_many_reads_only_its_best_records_and_ranks_them_alik
         ], query
     assert broad >= len(BROAD_QUERIES) - 2 and filled >= 2 and partly >= 1  # tests something
     assert (scored >= broad - 2) if own_scores != "none" else scored == 0
+    if text_first == "never":  # the best few first; every score where they were too few
+        assert (every >= 1) if first is not None else every == 0
 
 
 @pytest.mark.parametrize("found", ["by FTS5's phrase", "by the tokens side by side"])
