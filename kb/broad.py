@@ -126,6 +126,9 @@ def _side_by_side(tokens: list[str], phrase: list[str]) -> bool:
 HeldScores = Callable[
     [str, tuple[str, list[Any]] | None, int | None], list[tuple[int, float]] | None
 ]
+# The records of the query's expression but those given (first), as (key, score) best first,
+# the best `most` of them (second; None for every one); None where the walk could not run.
+RestScores = Callable[[Sequence[int], int | None], list[tuple[int, float]] | None]
 
 
 def best_records(
@@ -138,13 +141,15 @@ def best_records(
     held: Held | None,
     limit: int,
     held_scores: HeldScores | None = None,
+    rest_scores: RestScores | None = None,
 ) -> list[tuple[Any, ...]]:
     """The best `limit` records of the FTS5 `expression`, ordered as `ORDER BY <holds the
     phrase first>, rank, r.id`: `columns` of `records r` (r.id first), then the `rank` (an
     FTS5 bm25 call, on the `ranked` expression: the same, or one that matches more records).
     `held`: the records that hold the phrase; None for no phrase. `held_scores`, given
     `held.worded`, scores its records as `rank` would in the walk that finds them (kb's own
-    bm25, kb.ranking), where FTS5's bm25 must walk the ranked expression's records again."""
+    bm25, kb.ranking), where FTS5's bm25 must walk the ranked expression's records again;
+    `rest_scores` the same for the records that do not hold it."""
     found: list[tuple[Any, ...]] = []
     if limit <= 0:
         return found
@@ -154,6 +159,10 @@ def best_records(
             return [row[:-1] for row in found[:limit]]
     # every record that holds the phrase was found above: the rest come after them
     keys = [row[-1] for row in found]
+    if rest_scores is not None:
+        best = _best_scored(run, columns, lambda most: rest_scores(keys, most), limit - len(found))
+        if best is not None:
+            return [row[:-1] for row in found + best]
     rest, params = "records_fts MATCH ?", [ranked]
     if ranked != expression:
         # `+` keeps SQLite from asking FTS5 for each of those rowids in turn (a seek of every
@@ -191,11 +200,21 @@ def _best_holding(
         if len(scores) >= HELD_FIRST and not _settled(holders, scores[-1][1], limit):
             scores = _held_scores(run, rank, ranked, held.worded, None, held_scores, None)
             holders = _holding(run, held, scores, limit)
-    if not holders:
-        return []
-    threshold = sorted(holders.values())[limit - 1] if len(holders) >= limit else None
+    return _read_best(run, columns, holders, limit)
+
+
+def _read_best(
+    run: Callable[..., list[tuple[Any, ...]]],
+    columns: str,
+    scores: dict[int, float],
+    limit: int,
+) -> list[tuple[Any, ...]]:
+    """The best `limit` of the records `scores` gives (key to score) by (score, id), as
+    `_best` gives them: the records scoring at most the limit-th score are read (every tie
+    with it, for the id that breaks ties) and sorted."""
+    threshold = sorted(scores.values())[limit - 1] if len(scores) >= limit else None
     chosen = {
-        key: score for key, score in holders.items() if threshold is None or score <= threshold
+        key: score for key, score in scores.items() if threshold is None or score <= threshold
     }
     if not chosen:
         return []
@@ -203,6 +222,24 @@ def _best_holding(
     rows = run(f"SELECT {columns}, r.key FROM records r WHERE r.key IN ({marks})", list(chosen))
     best = sorted((chosen[row[-1]], row[0], row) for row in rows)[:limit]
     return [(*row[:-1], score, row[-1]) for score, _, row in best]
+
+
+def _best_scored(
+    run: Callable[..., list[tuple[Any, ...]]],
+    columns: str,
+    scored: Callable[[int | None], list[tuple[int, float]] | None],
+    limit: int,
+) -> list[tuple[Any, ...]] | None:
+    """The best `limit` records by the scores `scored` gives best first (the best so many,
+    or every one for None), as `_best` gives them: the best HELD_FIRST read first, every
+    score only where they do not settle the page; None where the scores could not be read."""
+    scores = scored(HELD_FIRST)
+    settled = scores is None or len(scores) < HELD_FIRST
+    if not settled and scores and not _settled(dict(scores), scores[-1][1], limit):
+        scores = scored(None)
+    if scores is None:
+        return None
+    return _read_best(run, columns, dict(scores), limit)
 
 
 def _settled(holders: dict[int, float], last: float, limit: int) -> bool:
@@ -295,6 +332,37 @@ def own_held_scores(
             f"{FUNCTION}(records_fts, {counted.literal()}) AS rank", worded, text
         )
         rows = ranker.rows(sql + _best_first(most), [*params, *([most] if most else [])])
+        if rows is None:
+            return None
+        return [(int(key), float(score)) for key, score in rows]
+
+    return scores
+
+
+def own_rest_scores(
+    ranker: Ranker,
+    counts: Callable[[Sequence[str]], list[int]],
+    slots: tuple[list[int], list[str]],
+    expression: str,
+    total: int,
+) -> RestScores:
+    """Scores of the records of the FTS5 `expression` but those given, by kb's own bm25
+    (kb.ranking) in the walk that finds them: the expression's phrases take the ranking's
+    `slots` (kb.query.rank_slots; `counts` gives their terms' record counts), so they score
+    as FTS5's bm25 on the ranked expression does; of a query that finds `total` records,
+    the most it may score."""
+    phrase_slots, slot_terms = slots
+
+    def scores(excluded: Sequence[int], most: int | None) -> list[tuple[int, float]] | None:
+        counted = Slots(tuple(phrase_slots), tuple(counts(slot_terms)), total)
+        sql = (
+            f"SELECT records_fts.rowid, {FUNCTION}(records_fts, {counted.literal()}) AS rank "
+            "FROM records_fts WHERE records_fts MATCH ?"
+        )
+        if excluded:
+            sql += f" AND records_fts.rowid NOT IN ({', '.join('?' * len(excluded))})"
+        params = [expression, *excluded, *([most] if most else [])]
+        rows = ranker.rows(sql + _best_first(most), params)
         if rows is None:
             return None
         return [(int(key), float(score)) for key, score in rows]

@@ -437,6 +437,10 @@ BROAD_QUERIES = [
         (5, 2, "all", "never", 3),
         (20, None, "all", "never", 6),
         (5, 2, "none", "never", 3),
+        # the records that do not hold the phrase scored by kb_bm25 in C too
+        (5, None, "rest", "sampled", None),
+        (20, None, "rest", "never", None),
+        (5, 2, "rest", "never", 3),
     ],
 )
 def test_a_query_that_finds_many_reads_only_its_best_records_and_ranks_them_alike(
@@ -462,6 +466,19 @@ def test_a_query_that_finds_many_reads_only_its_best_records_and_ranks_them_alik
         monkeypatch.setattr("kb.broad.HELD_FIRST", first)
     if own_scores == "none":
         monkeypatch.setattr("kb.search.own_held_scores", lambda *_: lambda *_: None)
+    rest = 0
+    if own_scores == "rest":
+        _native_or_skip()
+        monkeypatch.setattr("kb.search.scoring_pays", lambda *_: True)
+        scores_of = kb.broad._best_scored
+
+        def rest_scored(*args: Any) -> Any:
+            nonlocal rest
+            found = scores_of(*args)
+            rest += found is not None
+            return found
+
+        monkeypatch.setattr("kb.broad._best_scored", rest_scored)
     if text_first != "sampled":
         monkeypatch.setattr("kb.broad.TEXT_FIRST_SHARE", 2.0 if text_first == "always" else 0.0)
     holding, held_scores_of = kb.broad._best_holding, kb.broad._held_scores
@@ -509,6 +526,8 @@ def test_a_query_that_finds_many_reads_only_its_best_records_and_ranks_them_alik
         ], query
     assert broad >= len(BROAD_QUERIES) - 2 and filled >= 2 and partly >= 1  # tests something
     assert (scored >= broad - 2) if own_scores != "none" else scored == 0
+    if own_scores == "rest":
+        assert rest >= 3  # kb_bm25 in C ranked the records without the phrase
     if text_first == "never":  # the best few first; every score where they were too few
         assert (every >= 1) if first is not None else every == 0
 
