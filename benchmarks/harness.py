@@ -191,9 +191,24 @@ def machine() -> str:
         load = f.read().split()[:3]
     return (
         f"{os.cpu_count()} cores ({cpu}), {mem}, Linux {platform.release()}, "
-        f"Python {platform.python_version()}, SQLite {sqlite3.sqlite_version}; "
+        f"Python {platform.python_version()}, SQLite {sqlite3.sqlite_version}; {ranker()}; "
         f"load average at start {' '.join(load)}"
     )
+
+
+def ranker() -> str:
+    """Which kb_bm25 the measured checkout's searches rank with (kb/ranking.py), and apsw's
+    SQLite, which runs it."""
+    built = sorted((ROOT / "kb").glob("_kb_bm25.*[!c]"))  # .so, .dylib, .dll: not the source
+    try:
+        import apsw
+
+        engine = f"apsw {apsw.apsw_version()} with SQLite {apsw.sqlite_lib_version()}"
+    except ImportError:
+        return "no apsw: FTS5's bm25 ranks"
+    if built:
+        return f"kb_bm25 in C ({built[0].relative_to(ROOT)}) through {engine}"
+    return f"kb_bm25 in Python (the C one not built) through {engine}"
 
 
 def commit() -> str:
