@@ -234,19 +234,18 @@ def _best_scored(
     or every one for None), as `_best` gives them: the best HELD_FIRST read first, every
     score only where they do not settle the page; None where the scores could not be read."""
     scores = scored(HELD_FIRST)
-    settled = scores is None or len(scores) < HELD_FIRST
-    if not settled and scores and not _settled(dict(scores), scores[-1][1], limit):
+    if scores and len(scores) >= HELD_FIRST and not _settled(dict(scores), scores[-1][1], limit):
         scores = scored(None)
     if scores is None:
         return None
     return _read_best(run, columns, dict(scores), limit)
 
 
-def _settled(holders: dict[int, float], last: float, limit: int) -> bool:
-    """Whether the best `limit` of the records that hold the phrase are among `holders`,
-    found among scores best first whose last is `last`: every record not read scores `last`
-    or worse, worse than the limit-th holder's (a tie could go either way by id)."""
-    return len(holders) >= limit and last > sorted(holders.values())[limit - 1]
+def _settled(kept: dict[int, float], last: float, limit: int) -> bool:
+    """Whether the best `limit` records are among those `kept` (key to score) of scores read
+    best first, the last of them `last`: every record not read scores `last` or worse, worse
+    than the limit-th kept (a tie with it could go either way by id)."""
+    return len(kept) >= limit and last > sorted(kept.values())[limit - 1]
 
 
 def _holding(
