@@ -330,10 +330,7 @@ def own_held_scores(
         sql, params = _holders_sql(
             f"{FUNCTION}(records_fts, {counted.literal()}) AS rank", worded, text
         )
-        rows = ranker.rows(sql + _best_first(most), [*params, *([most] if most else [])])
-        if rows is None:
-            return None
-        return [(int(key), float(score)) for key, score in rows]
+        return _own_scores(ranker, sql, params, most)
 
     return scores
 
@@ -360,13 +357,20 @@ def own_rest_scores(
         )
         if excluded:
             sql += f" AND records_fts.rowid NOT IN ({', '.join('?' * len(excluded))})"
-        params = [expression, *excluded, *([most] if most else [])]
-        rows = ranker.rows(sql + _best_first(most), params)
-        if rows is None:
-            return None
-        return [(int(key), float(score)) for key, score in rows]
+        return _own_scores(ranker, sql, [expression, *excluded], most)
 
     return scores
+
+
+def _own_scores(
+    ranker: Ranker, sql: str, params: list[Any], most: int | None
+) -> list[tuple[int, float]] | None:
+    """The (key, score) rows of the statement `sql` (SELECT key, kb_bm25 AS rank ...) on the
+    ranker, best first, the best `most` (None: every one); None where it could not run."""
+    rows = ranker.rows(sql + _best_first(most), [*params, *([most] if most else [])])
+    if rows is None:
+        return None
+    return [(int(key), float(score)) for key, score in rows]
 
 
 def _held_scores(
