@@ -92,6 +92,8 @@ class Held:
     worded: str
     text: tuple[str, list[Any]]
     side_by_side: SideBySide | None = None
+    # text_first's answer where it was asked already (the search's walk beside its count)
+    read_text_first: bool | None = None
 
 
 def side_by_side(phrases: Sequence[str], within: str, tokenizer: Tokenizer) -> SideBySide | None:
@@ -190,8 +192,7 @@ def _best_holding(
     a sample says most of them hold its text, their text is read best first, TEXT_CHUNK at
     a time, until `limit` hold it and the next score is worse than the limit-th's; else the
     text is read in the walk that finds them, and only those holding it are scored."""
-    sampled, share = text_share(run, held)
-    if sampled >= MIN_SAMPLED and share < TEXT_FIRST_SHARE:
+    if held.read_text_first if held.read_text_first is not None else text_first(run, held):
         scores = _held_scores(run, rank, ranked, held.worded, held.text, held_scores, None)
         holders = dict(scores)
     else:
@@ -276,6 +277,13 @@ def _holding(
         if len(holders) >= limit:
             threshold = sorted(holders.values())[limit - 1]
     return holders
+
+
+def text_first(run: Callable[..., list[tuple[Any, ...]]], held: Held) -> bool:
+    """Whether the text of the records holding the phrase word for word is read in the walk
+    that finds them (a sample says few hold the text), else their scores come first."""
+    sampled, share = text_share(run, held)
+    return sampled >= MIN_SAMPLED and share < TEXT_FIRST_SHARE
 
 
 def text_share(run: Callable[..., list[tuple[Any, ...]]], held: Held) -> tuple[int, float]:

@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING, Any, Final
 from kb.config import SEARCH_MMAP_PRAGMA, sqlite_reader_uri
 
 if TYPE_CHECKING:  # apsw is imported only when a ranker is opened
+    from concurrent.futures import Future
+
     from apsw import FTS5ExtensionApi
 
 # The FTS5 columns, in the order of the index (kb/models.py FTS_COLUMNS, checked by a test).
@@ -273,6 +275,7 @@ class Ranker:
         self._opened: list[Any] = []  # every thread's, closed together
         self._unusable = False
         self._lock = threading.Lock()
+        self._beside: Any = None  # a thread of its own for rows_beside, started when first asked
 
     def rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]] | None:
         """The statement's rows; None when it cannot run here (no apsw, locked past the
@@ -288,6 +291,18 @@ class Ranker:
             return [tuple(row) for row in conn.execute(sql, tuple(params))]
         except (apsw.Error, TooMany):
             return None
+
+    def rows_beside(self, sql: str, params: Sequence[Any] = ()) -> Future[Any]:
+        """The statement's rows as `rows` gives them, from a thread of the ranker's own (with
+        its own connection), so that the caller goes on meanwhile: SQLite runs each walk
+        without Python's lock, on the machine's other core."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        with self._lock:
+            if self._beside is None:
+                self._beside = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kb-ranker")
+            beside: ThreadPoolExecutor = self._beside
+        return beside.submit(self.rows, sql, params)
 
     def native(self) -> bool:
         """Whether kb_bm25 is the C one on this thread's connection (kb/_kb_bm25.c)."""
@@ -359,6 +374,10 @@ class Ranker:
         return True
 
     def close(self) -> None:
+        with self._lock:
+            beside, self._beside = self._beside, None
+        if beside is not None:
+            beside.shutdown(wait=True)
         with self._lock:
             for conn in self._opened:
                 conn.close()

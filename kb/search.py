@@ -13,12 +13,14 @@ library's sqlite3 without importing SQLAlchemy at all.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Final
 
 from kb.broad import (
     BROAD_RECORDS,
+    HELD_FIRST,
     Held,
     HeldScores,
     RestScores,
@@ -26,6 +28,7 @@ from kb.broad import (
     own_held_scores,
     own_rest_scores,
     side_by_side,
+    text_first,
 )
 from kb.query import (
     MAX_QUERY_CHARS,
@@ -109,6 +112,9 @@ STOP_WORDS: Final = frozenset({
     "set", "use", "used", "using",
 })  # fmt: skip
 CONTROL_RE: Final = re.compile(r"[\x00-\x1f\x7f-\x9f]+")
+# The most records a walk started before the count may score (exact as a double: the C
+# function reads the cap as one).
+MAX_CAP: Final = 1 << 53
 
 
 class Searcher:
@@ -132,6 +138,9 @@ class Searcher:
         # what the ranking reads next)
         self.ranker = ranker
         self.counts = PhraseCounts(self._counting_rows, revision, cache)
+        # the best holders of a phrase walked while another thread counted (_beside_count)
+        self._prefetched: dict[tuple[str, bool, int | None], list[tuple[int, float]]] = {}
+        self._helds: dict[str, Held] = {}  # and their sample's answer, by kb.broad's phrase
 
     def _counting_rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         found = self.ranker.rows(sql, params) if self.ranker is not None else None
@@ -378,7 +387,9 @@ class Searcher:
             if found is not None:
                 return ranked_response(found, found[0][8] if found else 0, method)
         if total is None:
-            total = self._total(count, params, expression, scope, slots)
+            at_most = own.found_at_most if own is not None else float("inf")
+            beside = self._beside_count(at_most, scope, phrases, expression, slots)
+            total = self._total(count, params, expression, scope, slots, beside)
         if not total:
             return SearchResponse([], 0, None, method)
         matched, matched_params = "records_fts MATCH ?", [expression]
@@ -394,9 +405,7 @@ class Searcher:
         if broad and (worded is not None or not phrases):
             held = None
             if worded is not None:
-                tokenizer = self.ranker.tokenizer() if self.ranker is not None else None
-                sampled = side_by_side(phrases, expression, tokenizer) if tokenizer else None
-                held = Held(worded, phrase_held(phrases), sampled)
+                held = self._held(phrases, expression, worded)
             rows = best_records(
                 self.run,
                 columns=RESULT_COLUMNS,
@@ -424,17 +433,81 @@ class Searcher:
         expression: str,
         scope: Scope,
         slots: tuple[list[int], list[str]] | None,
+        beside: Callable[[], None] | None = None,
     ) -> int:
         """The records the expression finds (the `count` statement's). Where it is one term
         of the ranking, alone and unfiltered, that is the term's count, which its idf needs
         too (kb.query.PhraseCounts: the same statement, counted once per revision): one walk
         of it, not two ("ValueError to the" finds '"ValueError"', 511,859 records, 17 ms of
-        its walk at a million records; '"does not support"' 22 ms)."""
+        its walk at a million records; '"does not support"' 22 ms). Else, given `beside`,
+        the ranker counts in a thread of its own while `beside` runs here."""
         if not scope.conditions and slots is not None:
             for term in slots[1]:
                 if fts_phrase(term) == expression:
                     return self.counts.of([term])[0]
+        if beside is not None and self.ranker is not None:
+            counted = self.ranker.rows_beside(count, params)
+            try:
+                beside()
+            finally:
+                rows = counted.result()
+            if rows is not None:
+                return int(rows[0][0])
         return int(self.run(count, params)[0][0])
+
+    def _beside_count(
+        self,
+        found_at_most: float,
+        scope: Scope,
+        phrases: Sequence[str],
+        expression: str,
+        slots: tuple[list[int], list[str]] | None,
+    ) -> Callable[[], None] | None:
+        """What to do while the records are counted, where the query is likely to find many
+        (kb.broad's way): the walk of the best holders of its phrase by kb_bm25 in C, which
+        kb.broad asks for next (HELD_FIRST of them, scores first) and then finds here. The two
+        walks take the two cores: "ValueError to be" at a million records, a count of 21 ms and
+        that walk of 68, 68 ms against 89 one after the other (2026-12-05). None where the
+        query cannot go kb.broad's way (filters, an order, no phrase) or finds too few (at
+        most `found_at_most`, its rarest term's records), or without kb_bm25 in C (the walk
+        would hold Python's lock)."""
+        ranker = self.ranker
+        if ranker is None or slots is None or not phrases or scope.conditions or scope.order:
+            return None
+        # the sample's estimate of the rarest ranked word's records, where nothing counted
+        words = list(dict.fromkeys(w for t in slots[1] for w in WORD_RE.findall(t)))
+        rarest = min(self.common.estimated(words), default=0.0)
+        if min(found_at_most, rarest) < BROAD_RECORDS or not ranker.native():
+            return None
+        worded = held_word_for_word(phrases, expression)
+        if worded is None:
+            return None
+        held = self._held(phrases, expression, worded)
+        # The count is not known yet: the records the query finds at most cap the scoring.
+        cap = int(min(found_at_most, MAX_CAP))
+        scores = own_held_scores(ranker, self.counts.of, slots, len(phrases), cap)
+
+        def walk() -> None:
+            # the walk kb.broad asks for first: with the text, or the best scores first
+            first = text_first(self.run, held)
+            self._helds[worded] = replace(held, read_text_first=first)
+            text, most = (held.text, None) if first else (None, HELD_FIRST)
+            found = scores(worded, text, most)
+            if found is not None:
+                self._prefetched[(worded, text is not None, most)] = found
+
+        return walk
+
+    def _held(self, phrases: Sequence[str], expression: str, worded: str) -> Held:
+        """The records holding the phrases word for word (`worded`) and their text, for
+        kb.broad; found side by side by the index's tokenizer for the sample, where it runs;
+        as the walk beside the count left it, with its sample's answer."""
+        known = self._helds.pop(worded, None)
+        if known is not None:
+            return known
+        tokenizer = self.ranker.tokenizer() if self.ranker is not None else None
+        sampled = side_by_side(phrases, expression, tokenizer) if tokenizer else None
+        return Held(worded, phrase_held(phrases), sampled)
 
     def _held_scores(
         self,
@@ -447,7 +520,15 @@ class Searcher:
         a query that finds `total` records; None without a phrase or a ranker."""
         if held is None or self.ranker is None or slots is None:
             return None
-        return own_held_scores(self.ranker, self.counts.of, slots, phrases, total)
+        scores = own_held_scores(self.ranker, self.counts.of, slots, phrases, total)
+
+        def prefetched_or_walked(
+            worded: str, text: tuple[str, list[Any]] | None, most: int | None
+        ) -> list[tuple[int, float]] | None:
+            found = self._prefetched.pop((worded, text is not None, most), None)
+            return found if found is not None else scores(worded, text, most)
+
+        return prefetched_or_walked
 
     def _rest_scores(
         self, slots: tuple[list[int], list[str]] | None, expression: str, total: int

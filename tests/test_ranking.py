@@ -677,3 +677,72 @@ def test_a_query_of_one_ranked_term_walks_it_once_for_its_total_and_its_idf(
     again = real_kb.search_by(query, Filters())
     assert (again.total, [r.id for r in again.results]) == (total, [r.id for r in first.results])
     assert counted == []
+
+
+def test_a_broad_query_walks_its_holders_while_another_thread_counts_and_answers_alike(
+    real_kb: KnowledgeBase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The count of a query kb.broad ranks runs in the ranker's own thread while this one walks
+    the best holders of its phrase (kb_bm25 in C), which kb.broad then takes instead of
+    walking them again: the same totals, methods, ids and scores as one walk after the
+    other, and the walk beside the count used, not only made."""
+    _native_or_skip()
+    beside_count, held_scores, rows = Searcher._beside_count, Searcher._held_scores, Ranker.rows
+    counted = taken = 0
+    walks = {"plain": 0, "beside": 0}  # kb_bm25's walks: one after the other, or beside
+    way = "plain"
+
+    def walking(self: Ranker, sql: str, params: Any = ()) -> Any:
+        walks[way] += "kb_bm25(" in sql
+        return rows(self, sql, params)
+
+    monkeypatch.setattr(Ranker, "rows", walking)
+
+    def counting(self: Searcher, *args: Any) -> Any:
+        found = beside_count(self, *args)
+        if found is None:
+            return None
+
+        def walked() -> None:
+            nonlocal counted
+            counted += 1  # a walk made while another thread counted
+            found()
+
+        return walked
+
+    def taking(self: Searcher, *args: Any) -> Any:
+        scores = held_scores(self, *args)
+        if scores is None:
+            return None
+
+        def spied(worded: str, text: Any, most: int | None) -> Any:
+            nonlocal taken
+            taken += (worded, text is not None, most) in self._prefetched
+            return scores(worded, text, most)
+
+        return spied
+
+    for query in BROAD_QUERIES:
+        with monkeypatch.context() as patched:
+            # kb.broad, its holders scored by kb_bm25, the rest by FTS5's bm25: as at a million
+            # records for a query the sample says finds too many for kb_bm25 alone
+            patched.setattr("kb.search.BROAD_RECORDS", 1)
+            patched.setattr(Searcher, "_own_ranking", lambda *_: None)
+            patched.setattr(Searcher, "_beside_count", lambda *_: None)
+            way = "plain"
+            wanted = real_kb.search_by(query, Filters(), 10)
+        with monkeypatch.context() as patched:
+            patched.setattr("kb.search.BROAD_RECORDS", 1)
+            patched.setattr(Searcher, "_own_ranking", lambda *_: None)
+            patched.setattr(Searcher, "_beside_count", counting)
+            patched.setattr(Searcher, "_held_scores", taking)
+            way = "beside"
+            got = real_kb.search_by(query, Filters(), 10)
+        assert (got.total, got.method) == (wanted.total, wanted.method), query
+        assert [(r.id, r.score) for r in got.results] == [
+            (r.id, r.score) for r in wanted.results
+        ], query
+    assert counted >= len(BROAD_QUERIES) // 2 and taken >= len(BROAD_QUERIES) // 2
+    # each walk beside a count that kb.broad took is one it did not make (a query that finds
+    # nothing, or too few for kb.broad, made its walk beside the count for nothing)
+    assert walks["plain"] > 0 and walks["beside"] == walks["plain"] + counted - taken
