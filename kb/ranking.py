@@ -275,7 +275,7 @@ class Ranker:
         self._opened: list[Any] = []  # every thread's, closed together
         self._unusable = False
         self._lock = threading.Lock()
-        self._beside: Any = None  # a thread of its own for rows_beside, started when first asked
+        self._beside: Any = None  # threads of its own for rows_beside, started when first asked
 
     def rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]] | None:
         """The statement's rows; None when it cannot run here (no apsw, locked past the
@@ -295,12 +295,16 @@ class Ranker:
     def rows_beside(self, sql: str, params: Sequence[Any] = ()) -> Future[Any]:
         """The statement's rows as `rows` gives them, from a thread of the ranker's own (with
         its own connection), so that the caller goes on meanwhile: SQLite runs each walk
-        without Python's lock, on the machine's other core."""
+        without Python's lock, on the machine's other core. As many threads as cores, made as
+        needed: a server's searches at once do not wait for each other's counts in line."""
+        import os
         from concurrent.futures import ThreadPoolExecutor
 
         with self._lock:
             if self._beside is None:
-                self._beside = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kb-ranker")
+                self._beside = ThreadPoolExecutor(
+                    max_workers=os.cpu_count() or 2, thread_name_prefix="kb-ranker"
+                )
             beside: ThreadPoolExecutor = self._beside
         return beside.submit(self.rows, sql, params)
 
