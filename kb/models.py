@@ -214,7 +214,7 @@ SQLITE_FTS_DDL: Final = (
 
 # PostgreSQL: a stored, generated tsvector column with a GIN index. Four weights, in the order
 # of the bm25 weights above: A message and code, B slug and class, C repository, path and tags,
-# D the prose (kb/search.py TS_RANK_WEIGHTS gives their values). The characters that make
+# D the prose (kb/search_other.py TS_RANK_WEIGHTS gives their values). The characters that make
 # PostgreSQL's parser keep `torch.cuda`, `a/b.py`, `a-b`, `user@host` or `http://x` as one
 # token become spaces first, so they are words in a row, as FTS5's unicode61 tokenizer makes
 # them (underscores it splits already). Nested replace(): regexp_replace over the records' text

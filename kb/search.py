@@ -38,7 +38,6 @@ from kb.query import (
     fts_phrase,
     fts_rank_expression,
     held_word_for_word,
-    like_escape,
     message_phrases,
     order_by,
     phrase_first,
@@ -61,13 +60,13 @@ from kb.ranking import (
 )
 from kb.records import ID_RE
 from kb.scope import Scope, Scoping
+from kb.search_other import like_search, tsv_search
 from kb.search_types import (
     RESULT_COLUMNS,
     Filters,
     Resolved,
     SearchResponse,
     SearchResult,
-    best_first,
     ranked_response,
     result_of,
     summary_of,
@@ -86,14 +85,6 @@ __all__ = [
     "Searcher",
     "summary_of",
 ]
-
-# PostgreSQL has four weights, not a weight per column (kb/models.py groups the columns):
-# {D, C, B, A} = the prose, repository/path/tags, slug/class, message/code, in the proportions
-# of BM25_WEIGHTS (0.5-1 : 2-3 : 4 : 10).
-TS_RANK_WEIGHTS: Final = "{0.07, 0.25, 0.4, 1.0}"
-# ts_rank's normalisation: 1 divides by 1 + log(the record's length in words), as bm25 favours
-# short fields; 32 maps the rank into (0, 1) as rank / (rank + 1), like the bm25 score here.
-TS_RANK_NORMALIZATION: Final = 1 | 32
 
 DEFAULT_LIMIT: Final = 10
 RELAX_MAX_TERMS: Final = 8  # up to this many words a failed AND retries as "all but one"
@@ -303,8 +294,8 @@ class Searcher:
         dialect = "postgresql" if self.tsvector else "other"
         order = [*phrase_first(phrases, dialect), *scope.order]
         if self.tsvector:
-            return self._tsv(terms, scope, order, limit, mode, method)
-        return self._like(terms, scope, order, limit, mode == "all", method)
+            return tsv_search(self.run, terms, scope, order, limit, mode, method)
+        return like_search(self.run, terms, scope, order, limit, mode == "all", method)
 
     def _own_ranking(
         self,
@@ -556,63 +547,6 @@ class Searcher:
         slots = Slots(tuple(own.phrase_slots), tuple(self.counts.of(own.slot_terms)), own.most)
         sql, first_params = ranking_statement(slots, source, RESULT_COLUMNS, order)
         return ranker.rows(sql, [*first_params, *params, limit])
-
-    def _tsv(
-        self,
-        terms: Sequence[str],
-        scope: Scope,
-        order: list[tuple[str, list[Any]]],
-        limit: int,
-        mode: str,
-        method: str,
-    ) -> SearchResponse:
-        """PostgreSQL: the same words, modes and filters as _fts, on the tsvector column."""
-        query_sql, query_params = tsquery(terms, mode)
-        where = scope.where("r.search_vector @@ q.query")
-        joined = f"records r, (SELECT {query_sql} AS query) q"
-        params = [*query_params, *scope.params]
-        (total,) = self.run(f"SELECT count(*) FROM {joined}{where}", params)[0]
-        if not total:
-            return SearchResponse([], 0, None, method)
-        rank = f"ts_rank('{TS_RANK_WEIGHTS}', r.search_vector, q.query, {TS_RANK_NORMALIZATION})"
-        first, first_params = order_by(order)
-        rows = self.run(
-            f"SELECT {RESULT_COLUMNS}, {rank} AS rank FROM {joined}{where} "
-            f"ORDER BY {first}rank DESC, r.id LIMIT ?",
-            [*params, *first_params, limit],
-        )
-        results = [result_of(row, float(row[7])) for row in rows]
-        return SearchResponse(best_first(results), int(total), None, method)
-
-    def _like(
-        self,
-        terms: Sequence[str],
-        scope: Scope,
-        order: list[tuple[str, list[Any]]],
-        limit: int,
-        every: bool,
-        method: str,
-    ) -> SearchResponse:
-        """The portable fallback: every (or any) word somewhere in the main text columns."""
-        searched = ("error_message", "slug", "error_code", "error_class", "repo", "documentation")
-        per_term: list[str] = []
-        params: list[Any] = []
-        for term in terms:
-            escaped = like_escape(term.lower())
-            per_term.append(
-                "(" + " OR ".join(f"lower(r.{c}) LIKE ? ESCAPE '\\'" for c in searched) + ")"
-            )
-            params += [f"%{escaped}%"] * len(searched)
-        matched = "(" + (" AND " if every else " OR ").join(per_term) + ")"
-        where = scope.where(matched)
-        params += scope.params
-        (total,) = self.run(f"SELECT count(*) FROM records r{where}", params)[0]
-        first, first_params = order_by(order)
-        rows = self.run(
-            f"SELECT {RESULT_COLUMNS} FROM records r{where} ORDER BY {first}r.repo, r.id LIMIT ?",
-            [*params, *first_params, limit],
-        )
-        return SearchResponse([result_of(row, 0.5) for row in rows], int(total), None, method)
 
     # ------------------------------------------------------------------ did you mean
 
