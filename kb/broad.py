@@ -194,14 +194,15 @@ def _best_holding(
     text is read in the walk that finds them, and only those holding it are scored."""
     if held.read_text_first if held.read_text_first is not None else text_first(run, held):
         scores = _held_scores(run, rank, ranked, held.worded, held.text, held_scores, None)
-        holders = dict(scores)
-    else:
-        scores = _held_scores(run, rank, ranked, held.worded, None, held_scores, HELD_FIRST)
-        holders = _holding(run, held, scores, limit)
-        if len(scores) >= HELD_FIRST and not _settled(holders, scores[-1][1], limit):
-            scores = _held_scores(run, rank, ranked, held.worded, None, held_scores, None)
-            holders = _holding(run, held, scores, limit)
-    return _read_best(run, columns, holders, limit)
+        return _read_best(run, columns, dict(scores), limit)
+    best = _best_scored(
+        run,
+        columns,
+        lambda most: _held_scores(run, rank, ranked, held.worded, None, held_scores, most),
+        limit,
+        lambda scores: _holding(run, held, scores, limit),
+    )
+    return best or []  # FTS5's bm25 scores where kb's own cannot: never None
 
 
 def _read_best(
@@ -228,18 +229,24 @@ def _read_best(
 def _best_scored(
     run: Callable[..., list[tuple[Any, ...]]],
     columns: str,
-    scored: Callable[[int | None], list[tuple[int, float]] | None],
+    scored: Callable[[int | None], Sequence[tuple[Any, ...]] | None],
     limit: int,
+    keep: Callable[[Sequence[tuple[Any, ...]]], dict[int, float]] = dict,
 ) -> list[tuple[Any, ...]] | None:
     """The best `limit` records by the scores `scored` gives best first (the best so many,
-    or every one for None), as `_best` gives them: the best HELD_FIRST read first, every
-    score only where they do not settle the page; None where the scores could not be read."""
+    or every one for None), of those `keep` keeps (all, or those holding the phrase's text),
+    as `_best` gives them: the best HELD_FIRST read first, every score only where they do not
+    settle the page; None where the scores could not be read."""
     scores = scored(HELD_FIRST)
-    if scores and len(scores) >= HELD_FIRST and not _settled(dict(scores), scores[-1][1], limit):
-        scores = scored(None)
     if scores is None:
         return None
-    return _read_best(run, columns, dict(scores), limit)
+    kept = keep(scores)
+    if len(scores) >= HELD_FIRST and not _settled(kept, scores[-1][1], limit):
+        scores = scored(None)
+        if scores is None:
+            return None
+        kept = keep(scores)
+    return _read_best(run, columns, kept, limit)
 
 
 def _settled(kept: dict[int, float], last: float, limit: int) -> bool:

@@ -108,6 +108,12 @@ CONTROL_RE: Final = re.compile(r"[\x00-\x1f\x7f-\x9f]+")
 MAX_CAP: Final = 1 << 53
 
 
+def _words(slot_terms: Sequence[str]) -> list[str]:
+    """The ranked terms' words as typed, each once: a one-word term's estimate is then the
+    one the sample already made."""
+    return list(dict.fromkeys(w for t in slot_terms for w in WORD_RE.findall(t)))
+
+
 class Searcher:
     def __init__(
         self,
@@ -316,8 +322,7 @@ class Searcher:
         if self.ranker is None:
             return None
         phrase_slots, slot_terms = slots
-        # as typed, so that a one-word term's estimate is the one the sample already made
-        words = list(dict.fromkeys(w for t in slot_terms for w in WORD_RE.findall(t)))
+        words = _words(slot_terms)
         most = most_scored(sum(self.common.estimated(words)), self.ranker.seconds_per_record())
         bound = float("inf")
         if mode == "all":  # the rarest word bounds what it finds ("most" has no tight bound)
@@ -455,8 +460,9 @@ class Searcher:
         slots: tuple[list[int], list[str]] | None,
     ) -> Callable[[], None] | None:
         """What to do while the records are counted, where the query is likely to find many
-        (kb.broad's way): the walk of the best holders of its phrase by kb_bm25 in C, which
-        kb.broad asks for next (HELD_FIRST of them, scores first) and then finds here. The two
+        (kb.broad's way): the walk of the holders of its phrase by kb_bm25 in C that kb.broad
+        asks for first (by its sample: with their text, or the best HELD_FIRST scores first),
+        which it then finds here. The two
         walks take the two cores: "ValueError to be" at a million records, a count of 21 ms and
         that walk of 68, 68 ms against 89 one after the other (2026-12-05). None where the
         query cannot go kb.broad's way (filters, an order, no phrase) or finds too few (at
@@ -466,8 +472,7 @@ class Searcher:
         if ranker is None or slots is None or not phrases or scope.conditions or scope.order:
             return None
         # the sample's estimate of the rarest ranked word's records, where nothing counted
-        words = list(dict.fromkeys(w for t in slots[1] for w in WORD_RE.findall(t)))
-        rarest = min(self.common.estimated(words), default=0.0)
+        rarest = min(self.common.estimated(_words(slots[1])), default=0.0)
         if min(found_at_most, rarest) < BROAD_RECORDS or not ranker.native():
             return None
         worded = held_word_for_word(phrases, expression)
