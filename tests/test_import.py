@@ -8,6 +8,7 @@ import gzip
 import hashlib
 import json
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -845,3 +846,66 @@ def test_nan_in_an_unknown_field_rejects_its_record_on_postgresql_alone(
     assert report["errors"][0]["field"] == "vendorScore"
     assert "NaN or Infinity, which PostgreSQL's jsonb cannot store" in report["errors"][0]["reason"]
     assert f"{path}:1: id {records[0]['id']}: vendorScore:" in result.stderr
+
+
+class _LaggingBuild:
+    """A matcher build beside the import that is always behind: at every batch the import
+    does all the work it may do early (kb.ingest.writers.SqliteWriter.spare), as the real
+    build's queue lets it while full (kb.matcher.background)."""
+
+    revision = "lagging"
+
+    def __init__(self) -> None:
+        self.spared = 0
+        self.usable = True
+
+    def rows(self, rows: list[dict[str, Any]], meanwhile: Any = None) -> None:
+        while self.usable and meanwhile is not None and meanwhile():
+            self.spared += 1
+
+    def invalid(self) -> None:
+        self.usable = False  # as the real build: given up, no more waiting
+
+    def end(self) -> None:
+        pass
+
+
+def test_a_first_load_indexed_while_it_waits_for_the_build_finds_what_one_indexed_at_the_end(
+    tmp_path: Path, records: list[Any]
+) -> None:
+    """The full-text entries a first load writes while it waits for the matcher build are
+    those it would write after its last row: the same records found, ranked and scored
+    alike, FTS5's own check passing. A record repeated later in the same file, after its
+    first copy was indexed, is found by its later text only."""
+    from kb.ingest import import_sources
+
+    changed = dict(records[0], documentation="Zanzibarian quokkas changed it later.")
+    path = write_jsonl(tmp_path / "in.jsonl", [*records, dict(records[3]), changed])
+    # The first copy's documentation, as a phrase: no longer the record's text.
+    old_text = '"' + " ".join(re.findall(r"[A-Za-z]+", records[0]["documentation"])[:6]) + '"'
+    slug = '"' + records[0]["slug"] + '"'
+    builds = {"beside": _LaggingBuild(), "after": None}
+    found: dict[str, list[Any]] = {}
+    for name, build in builds.items():
+        db = tmp_path / f"{name}.sqlite3"
+        with KnowledgeBase(str(db)) as kb:
+            report = import_sources(kb.engine, [str(path)], batch_size=7, feed=build)
+            assert (report.inserted, report.repeated) == (len(records), 2)
+        with contextlib.closing(sqlite3.connect(db)) as conn:
+            conn.execute("INSERT INTO records_fts(records_fts, rank) VALUES ('integrity-check', 1)")
+            found[name] = [
+                conn.execute(
+                    "SELECT r.id, round(f.rank, 9) FROM records_fts AS f "
+                    "JOIN records AS r ON r.key = f.rowid WHERE records_fts MATCH ? "
+                    "ORDER BY f.rank, r.id",
+                    (query,),
+                ).fetchall()
+                for query in ("error", '"must be"', "cache", "value", "quokkas", old_text, slug)
+            ]
+    lagging = builds["beside"]
+    assert isinstance(lagging, _LaggingBuild)
+    assert lagging.spared >= 5  # the rows of five batches at least were indexed early
+    assert found["beside"] == found["after"]
+    assert [row[0] for row in found["after"][4]] == [records[0]["id"]]
+    assert records[0]["id"] not in [row[0] for row in found["after"][5]]
+    assert [row[0] for row in found["after"][6]] == [records[0]["id"]]

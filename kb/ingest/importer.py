@@ -60,8 +60,10 @@ class RowsFeed(Protocol):
 
     revision: str  # the revision the import commits when it changed records
 
-    def rows(self, rows: list[dict[str, Any]]) -> None:
-        """New rows, in the order of their keys, into a table that was empty."""
+    def rows(self, rows: list[dict[str, Any]], meanwhile: Callable[[], bool] | None = None) -> None:
+        """New rows, in the order of their keys, into a table that was empty; `meanwhile`
+        does some of the import's own later work where the feed would wait (True when it
+        did some)."""
 
     def invalid(self) -> None:
         """The rows sent no longer describe the table: a record was there or has changed."""
@@ -253,7 +255,7 @@ class Importer:
             if self._written is None or updates:
                 self.feed.invalid()  # records stored before, or one changed: not a stream
             else:
-                self.feed.rows(inserts)
+                self.feed.rows(inserts, self._writer.spare)
 
     def _repeated(self, record_id: str, item: Item) -> None:
         """An id this import read before: the later copy is kept, and the user is told."""

@@ -107,8 +107,9 @@ class BackgroundBuild:
             self.abandon()  # the child is stopped and its file removed
             raise OSError(f"cannot start the thread that feeds the build: {exc}") from exc
 
-    def rows(self, rows: list[dict[str, Any]]) -> None:
-        """New records' rows, in the order of their keys."""
+    def rows(self, rows: list[dict[str, Any]], meanwhile: Callable[[], bool] | None = None) -> None:
+        """New records' rows, in the order of their keys; while the child is QUEUE_BATCHES
+        behind, `meanwhile` is called until it has nothing to do (then this waits)."""
         if not self.usable or not rows:
             return
         try:
@@ -120,7 +121,7 @@ class BackgroundBuild:
             if documentation and len(documentation) > DOC_CHARS:
                 batch[i] = (*values[:-1], documentation[:DOC_CHARS])
         payload = pickle.dumps(batch, protocol=pickle.HIGHEST_PROTOCOL)
-        self._write(_LENGTH.pack(len(payload)) + payload)
+        self._write(_LENGTH.pack(len(payload)) + payload, meanwhile)
 
     def invalid(self) -> None:
         """The rows sent do not describe the table (a record changed, or was there before)."""
@@ -194,13 +195,13 @@ class BackgroundBuild:
             word_list_path(self.path, kind).unlink(missing_ok=True)
         parts_path(self.path).unlink(missing_ok=True)
 
-    def _write(self, data: bytes) -> None:
+    def _write(self, data: bytes, meanwhile: Callable[[], bool] | None = None) -> None:
         sender = self._sender
         # The child is gone, or rows come after the end: build after the import instead.
         if sender is None or sender.failed or sender.finishing:
             self.abandon()
             return
-        sender.send(data)
+        sender.send(data, meanwhile)
 
     def _wait(self) -> bool:
         child = self._child
@@ -228,7 +229,17 @@ class _Sender:
         self._thread = threading.Thread(target=self._run, name="kb-build-rows", daemon=True)
         self._thread.start()
 
-    def send(self, data: bytes) -> None:
+    def send(self, data: bytes, meanwhile: Callable[[], bool] | None = None) -> None:
+        """Queue the data; while the queue is full, `meanwhile` is called for as long as it
+        has work (True), then this waits for a place."""
+        if meanwhile is not None:
+            while True:
+                try:
+                    self._queue.put_nowait(data)
+                    return
+                except queue.Full:
+                    if not meanwhile():
+                        break
         self._queue.put(data)
 
     def finish(self) -> None:

@@ -8,6 +8,7 @@ knowledge-base revision, right after an import.
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import hashlib
 import json
@@ -56,6 +57,12 @@ if TYPE_CHECKING:
 UNKNOWN_FILE: Final = "unknown"
 # Records a build holds before writing them to the cache: bounds its memory, amortises inserts.
 BUILD_CHUNK = 2_000
+# The latest (messagePattern, errorMessage) pairs a build prepared, with their digests: one
+# error raised in several places of a repository comes with one pattern, its records read
+# close together. In the shared corpus 27% of the records repeat a pair; the last 4,096 pairs
+# catch 73% of the repeats (27,245 of 37,444 at 150,000 records), a prepare() and a digest of
+# about 14 us each saved (0.4 s of the build's 11 s of CPU there). A pair holds about 1 KB.
+PREPARED_MEMO: Final = 4096
 # The longest prefilter key: Hyperscan refuses literals past about 16,000 bytes, and a key this
 # long (the longest key of the 69,652-record corpus is 597 characters) already
 # says all a key can. Four bytes a character at most, well under the limit.
@@ -260,10 +267,14 @@ def _write_rows(
     """Every record's rows, the keys numbered and compiled, the templates and their words;
     the kind of every key id."""
     pending: list[tuple[int, PatternSource, PreparedPattern, int | None]] = []
+    prepared = functools.lru_cache(maxsize=PREPARED_MEMO)(_prepared)
     for rec_idx, src in enumerate(sources):
         writer.n_records = rec_idx + 1
-        prep = src.prepared or prepare(src.message_pattern, src.error_message)
-        pending.append((rec_idx, src, prep, _pattern_digest(prep)))
+        if src.prepared is not None:
+            prep, digest = src.prepared, _pattern_digest(src.prepared)
+        else:
+            prep, digest = prepared(src.message_pattern, src.error_message)
+        pending.append((rec_idx, src, prep, digest))
         if len(pending) >= BUILD_CHUNK:
             writer.write(pending)
             if progress is not None:
@@ -289,6 +300,11 @@ def sync_path(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def _prepared(message_pattern: str, error_message: str) -> tuple[PreparedPattern, int | None]:
+    prep = prepare(message_pattern, error_message)
+    return prep, _pattern_digest(prep)
 
 
 def _pattern_digest(prep: PreparedPattern) -> int | None:

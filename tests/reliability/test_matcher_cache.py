@@ -531,6 +531,45 @@ def test_the_index_built_beside_an_import_is_the_one_a_build_after_it_writes(
     assert not list(cache_file(db_path).parent.glob(".matcher-import-*"))
 
 
+def test_a_build_that_remembers_the_patterns_it_prepared_writes_what_one_without_writes(
+    tmp_path: Path, db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """kb.matcher.build keeps the latest prepared (messagePattern, errorMessage) pairs: an
+    error raised in several places is prepared once. Records repeating pairs, near and far
+    apart (past the memory: 4 kept here), make the same cache file as a build that keeps
+    none."""
+    from kb.knowledge import KnowledgeBase
+    from kb.matcher import build
+
+    records = corpus_records()
+
+    def copies(rows: list[dict[str, Any]], first: int) -> list[dict[str, Any]]:
+        return [dict(r, id=f"{first + i:016x}") for i, r in enumerate(rows)]
+
+    near = copies(records[4::-1], 0)  # the 4 latest pairs remembered (records 1-4), then 0
+    far = copies(records[:3], 100)  # forgotten by then
+    again = near + far
+    source = write_jsonl(tmp_path / "records.jsonl", [*records[:5], *near, *records[5:], *far])
+    prepared = build._prepared
+    calls: list[str] = []
+
+    def counted(message_pattern: str, error_message: str) -> Any:
+        calls.append(message_pattern)
+        return prepared(message_pattern, error_message)
+
+    monkeypatch.setattr(build, "_prepared", counted)
+    monkeypatch.setattr(build, "PREPARED_MEMO", 4)
+    with KnowledgeBase(str(db_path)) as kb:
+        kb.import_sources([str(source)])
+        kb.matcher(rebuild=True)
+        remembered = cache_rows(cache_file(db_path))
+        assert len(remembered["records"]) == len(records) + len(again)
+        assert len(calls) == len(records) + 1 + len(far)  # four of the near copies found
+        monkeypatch.setattr(build, "PREPARED_MEMO", 0)
+        kb.matcher(rebuild=True)
+        assert cache_rows(cache_file(db_path)) == remembered
+
+
 def test_the_build_beside_an_import_compresses_the_copy_the_database_stores(
     invoke: Any, db_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -573,7 +612,7 @@ def test_the_pipe_to_the_build_beside_an_import_holds_a_whole_batch(tmp_path: Pa
     try:
         assert build._child is not None and build._child.stdin is not None
         size = fcntl.fcntl(build._child.stdin.fileno(), fcntl.F_GETPIPE_SZ)
-        build._write = sent.append  # type: ignore[method-assign]
+        build._write = lambda data, _meanwhile=None: sent.append(data)  # type: ignore[method-assign]
         build.rows(rows)
     finally:
         build.abandon()
@@ -596,7 +635,7 @@ def test_the_rows_sent_to_the_build_beside_an_import(tmp_path: Path) -> None:
     build = BackgroundBuild(tmp_path / "cache")
     sent: list[bytes] = []
     try:
-        build._write = sent.append  # type: ignore[method-assign]
+        build._write = lambda data, _meanwhile=None: sent.append(data)  # type: ignore[method-assign]
         build.rows([whole, long_doc, no_doc])
         build.rows([{"id": "a" * 16, "documentation": "doc"}])
     finally:
@@ -657,6 +696,41 @@ def test_the_import_goes_on_while_the_build_beside_it_is_behind(tmp_path: Path) 
     assert not giving_up.is_alive(), "giving the build up waited for the stopped child"
     assert not build.usable and not build.path.exists()
     assert not list((tmp_path / "cache").glob(".matcher-import-*"))
+
+
+def test_the_import_works_on_while_the_build_beside_it_is_a_full_queue_behind(
+    tmp_path: Path,
+) -> None:
+    """With the queue to the child full, `rows` calls the import's own work (`meanwhile`) for
+    as long as it has some, and only then waits for a place; giving the build up then lets
+    that wait end. (Liveness, not speed: each step has a minute.)"""
+    import threading
+
+    from kb.matcher.background import QUEUE_BATCHES
+
+    build, rows = _stopped_build(tmp_path)
+    calls: list[int] = []
+
+    def meanwhile() -> bool:
+        calls.append(len(calls))
+        return len(calls) <= 3  # work three times, then none
+
+    def send() -> None:
+        for _ in range(QUEUE_BATCHES + 4):  # past the queue, the pipe and the write under way
+            build.rows(rows, meanwhile)
+
+    sending = threading.Thread(target=send, daemon=True)
+    sending.start()
+    deadline = time.monotonic() + 60
+    while len(calls) < 4 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert calls == [0, 1, 2, 3], "the import waited without doing its own work first"
+    time.sleep(0.2)
+    assert sending.is_alive(), "the import did not wait once it had nothing to do"
+    build.abandon()
+    sending.join(60)
+    assert not sending.is_alive(), "giving the build up left the import waiting"
+    assert not build.usable and not build.path.exists()
 
 
 def test_the_import_ends_its_rows_without_waiting_for_the_build_to_read_them(
