@@ -41,6 +41,7 @@ from kb.ingest.source import Source
 from kb.models import DATASET_SOURCES, IMPORT_RUNS
 from kb.pacing import FEWER_COLLECTIONS
 from kb.records import Record
+from kb.writeback import written_back
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
@@ -114,7 +115,7 @@ def import_sources(
     started = datetime.now(UTC)
     copies = Path(tempfile.mkdtemp(prefix="kb-import-"))
     try:
-        with FEWER_COLLECTIONS, import_transaction(engine) as conn:
+        with FEWER_COLLECTIONS, written_back(engine), import_transaction(engine) as conn:
             runs = IMPORT_RUNS
             run_key = conn.execute(
                 insert(runs).values(
