@@ -19,6 +19,8 @@ from typing import Final
 
 from sqlalchemy import Engine
 
+from kb.config import sqlite_file
+
 # Often enough that the commit finds about a second of pages (tens of megabytes) to write,
 # seldom enough that the waits cost nothing (an fdatasync of little is microseconds).
 WRITEBACK_SECONDS: Final = 1.0
@@ -28,13 +30,8 @@ _SYNC: Final = getattr(os, "fdatasync", os.fsync)  # macOS has no fdatasync
 def database_files(engine: Engine) -> list[Path]:
     """The SQLite file an engine writes and its WAL (where one may appear); none for another
     database, an in-memory one or a URI."""
-    if engine.dialect.name != "sqlite":
-        return []
-    name = engine.url.database or ""
-    if not name or name == ":memory:" or name.startswith("file:"):
-        return []
-    path = Path(name)
-    return [path, path.with_name(path.name + "-wal")]
+    path = sqlite_file(engine.url.render_as_string(hide_password=False))
+    return [] if path is None else [path, path.with_name(path.name + "-wal")]
 
 
 @contextlib.contextmanager

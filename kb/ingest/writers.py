@@ -198,15 +198,15 @@ class SqliteWriter(PortableWriter):
         # Rows written earlier in this import have no full-text entry yet (finish() adds them
         # all at once), unless spare() indexed them already: those, and older rows, have text
         # to take out, and the former their new text to put in (finish() reads on past them).
-        again = [u.row["id"] for u in updates if self._has_entry(u.stored)]
-        if again:
-            fts_delete(self.conn, again)
+        forget = [u.row["id"] for u in updates if self._has_entry(u.stored)]
+        if forget:
+            fts_delete(self.conn, forget)
         if inserts:
             _bulk_insert(self.conn, inserts)
         replaced = self._replace(updates) if updates else []
-        again = [u.row["id"] for u in updates if u.stored.key <= self._indexed_to]
-        if again:
-            fts_insert(self.conn, again)
+        index_again = [u.row["id"] for u in updates if u.stored.key <= self._indexed_to]
+        if index_again:
+            fts_insert(self.conn, index_again)
         if self._empty:
             return  # finish() derives every tag row from the stored records at once
         rows = _tag_rows([(row["key"], row["tags"]) for row in inserts] + replaced)
