@@ -343,15 +343,17 @@ def main(argv: list[str]) -> int:
     beside it the messages' identifiers (kb search's "did you mean") and the file's parts as
     the database stores them (kb.shared_index), compressed while the import still works."""
     from kb.matcher.build import sync_path, write_cache_file
+    from kb.pacing import NO_COLLECTIONS
     from kb.shared_index import write_parts
 
     path, revision = Path(argv[0]), argv[1]
     identifiers: set[str] = set()
     vocabulary = Vocabulary()
     try:
-        write_cache_file(
-            _sources(sys.stdin.buffer, identifiers, vocabulary), path, revision, synced=False
-        )
+        with NO_COLLECTIONS:  # this process ends with the build
+            write_cache_file(
+                _sources(sys.stdin.buffer, identifiers, vocabulary), path, revision, synced=False
+            )
     except BaseException:
         path.unlink(missing_ok=True)
         raise

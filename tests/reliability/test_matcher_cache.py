@@ -439,6 +439,46 @@ def test_the_build_beside_an_import_ends_with_its_file_on_the_disk(
         assert background.parts_path(path).exists()
 
 
+def test_the_build_beside_an_import_runs_without_the_cyclic_collector_and_gives_it_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The child (a process that ends with its build) writes the cache with the cyclic
+    collector off (kb.pacing.NO_COLLECTIONS); called in a process that goes on, as here, the
+    collector is on again after it, also when the build failed."""
+    import gc
+    import io
+    import pickle
+    import struct
+    from types import SimpleNamespace
+
+    import kb.matcher.background as background
+    import kb.matcher.build as build
+    from kb.records import parse_record
+
+    rows = [parse_record(record).values for record in corpus_records(3)]
+    payload = pickle.dumps([tuple(row.get(c) for c in background.COLUMNS) for row in rows])
+    feed = struct.pack("<Q", len(payload)) + payload + struct.pack("<Q", 0)
+    seen: list[bool] = []
+    write = build._RowWriter.write
+
+    def watched_write(self: Any, pending: Any) -> None:
+        seen.append(gc.isenabled())
+        write(self, pending)
+
+    monkeypatch.setattr(build._RowWriter, "write", watched_write)
+    assert gc.isenabled()
+    monkeypatch.setattr(background.sys, "stdin", SimpleNamespace(buffer=io.BytesIO(feed)))
+    assert background.main([str(tmp_path / ".matcher-import-a.part"), "r1"]) == 0
+    assert seen and not any(seen)
+    assert gc.isenabled()
+
+    cut = io.BytesIO(feed[: len(feed) // 2])  # the import stopped half-way through a batch
+    monkeypatch.setattr(background.sys, "stdin", SimpleNamespace(buffer=cut))
+    with pytest.raises(EOFError):
+        background.main([str(tmp_path / ".matcher-import-b.part"), "r2"])
+    assert gc.isenabled()
+
+
 # ----------------------------------------------------------------------------- one builder
 
 
