@@ -106,22 +106,30 @@ def test_a_gzipped_source_reads_its_lines_from_bytes(tmp_path: Any) -> None:
     assert opened.gzipped and opened.outer.count == path.stat().st_size
 
 
-def test_a_gzips_bytes_read_ahead_in_a_thread_are_the_files_and_progress_is_told_here(
+def test_a_gzips_records_progress_and_hash_are_the_files_and_no_thread_reads_it(
     tmp_path: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A gzip is undone in a thread of its own, chunks ahead (kb.ingest.source._ReadAhead):
-    the records read are the file's, in order; the progress callback is called in the thread
-    that reads the records only, and adds up to the file's size; the hash is the file's."""
+    """A gzip is undone in the thread that reads its records (a thread of its own fought it
+    for the GIL, kb.ingest.source): the records read are the file's, in order; the progress
+    callback is called in this thread only and adds up to the file's size; the hash is the
+    file's; no other thread runs while it is read."""
     import hashlib
     import threading
 
-    monkeypatch.setattr(source, "READ_CHUNK", 4096)  # many chunks, the queue full at times
+    monkeypatch.setattr(source, "READ_CHUNK", 4096)  # many chunks
     lines = [json.dumps({"id": f"r{n}", "text": "x" * (n % 300)}) for n in range(3000)]
     raw = gzip.compress(("\n".join(lines) + "\n").encode())
     path = tmp_path / "in.jsonl.gz"
     path.write_bytes(raw)
+    before = set(threading.enumerate())
+    during: list[set[threading.Thread]] = []
     told: list[tuple[int, str]] = []
-    opened = Source(str(path), progress=lambda n: told.append((n, threading.current_thread().name)))
+
+    def progress(n: int) -> None:
+        told.append((n, threading.current_thread().name))
+        during.append(set(threading.enumerate()))
+
+    opened = Source(str(path), progress=progress)
     try:
         values = [item.value["id"] for item in opened.items()]  # type: ignore[union-attr]
     finally:
@@ -129,14 +137,15 @@ def test_a_gzips_bytes_read_ahead_in_a_thread_are_the_files_and_progress_is_told
     assert values == [f"r{n}" for n in range(3000)]
     assert sum(n for n, _ in told) == len(raw)
     assert {name for _, name in told} == {threading.current_thread().name}
+    assert during and all(threads <= before for threads in during)
     assert opened.outer.sha256.hexdigest() == hashlib.sha256(raw).hexdigest()
 
 
 def test_a_gzip_that_breaks_midway_gives_its_records_before_then_the_error(
     tmp_path: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The thread's error is raised where the bytes it stopped were wanted: every record of
-    the bytes undone before comes first."""
+    """The error is raised where the bytes that broke were wanted: every record of the bytes
+    undone before comes first."""
     monkeypatch.setattr(source, "READ_CHUNK", 4096)
     lines = [json.dumps({"id": f"r{n}", "pad": "y" * 200}) for n in range(2000)]
     raw = gzip.compress(("\n".join(lines) + "\n").encode())
@@ -153,7 +162,7 @@ def test_a_gzip_that_breaks_midway_gives_its_records_before_then_the_error(
     assert len(got) > 100 and got == [f"r{n}" for n in range(len(got))]
 
 
-def test_closing_a_gzip_read_ahead_early_stops_its_thread(
+def test_closing_a_gzip_early_leaves_no_thread_behind(
     tmp_path: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import threading
@@ -166,10 +175,10 @@ def test_closing_a_gzip_read_ahead_early_stops_its_thread(
     first = next(iter(opened.items()))
     assert first.value == {"id": "x"}  # type: ignore[union-attr]
     opened.close()
-    assert set(threading.enumerate()) <= before  # the reader, blocked on a full queue, ended
+    assert set(threading.enumerate()) <= before
 
 
-def test_a_gzip_on_stdin_read_ahead_ends_its_thread_and_leaves_stdin_open(
+def test_a_gzip_on_stdin_closed_early_leaves_no_thread_and_stdin_open(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     import sys

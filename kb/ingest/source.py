@@ -19,8 +19,6 @@ import gzip
 import io
 import itertools
 import json
-import queue
-import threading
 import zlib
 from collections.abc import Iterable, Iterator
 from typing import IO, Any, Final, cast
@@ -53,11 +51,6 @@ __all__ = ["JSONL_PROBE_LIMIT", "Source", "is_container", "items_of_bytes", "ite
 # with CPython's 8 KB (2026-12-04, six rounds in turns); the smaller of the two holds less.
 TEXT_CHUNK: Final = 1 << 16
 JSONL_PROBE_LIMIT: Final = 8 << 20  # a first line longer than this is not one JSONL record
-# A gzip's bytes are read, hashed and undone in a thread of its own, this many chunks of
-# READ_CHUNK ahead of the records' reader: ISA-L and hashlib let go of the GIL while they work,
-# so the 0.26 s of undoing the 150,000-record corpus (48 MB) leave the import's main thread,
-# whose work is the import's critical path, for the other core (2026-12-05).
-GZIP_AHEAD_CHUNKS: Final = 4
 
 
 class Source:
@@ -70,7 +63,6 @@ class Source:
         buffered = io.BufferedReader(self.outer, buffer_size=READ_CHUNK)
         self.gzipped = buffered.peek(2)[:2] == GZIP_MAGIC
         self.inner: CountingReader | None = None
-        self._ahead: _ReadAhead | None = None
         data: IO[bytes] = buffered
         if self.gzipped:
             # what the decompressor has taken so far
@@ -81,16 +73,18 @@ class Source:
                 name=self.name,
                 hashed=False,
             )
-            self.outer.progress = None  # told by the reader, in the thread that reads records
-            self._ahead = _ReadAhead(self.inner, self.outer, progress)
-            data = io.BufferedReader(self._ahead, buffer_size=READ_CHUNK)
+            # Undone in the thread that reads the records. A thread of its own, four 1 MB
+            # chunks ahead (b5b35f0), made imports slower: it wanted the GIL each time this
+            # thread let go of it (every SQLite step, every hash) and the two handed it back
+            # and forth. Without it, at 150,000 records, 2026-12-05, in turns: `kb import` of
+            # the corpus 12.76 s against 13.05 (6 pairs, median ratio 0.97), a re-import of it
+            # (unchanged) 6.00 against 6.77 (5 pairs, 0.87; system time 0.26 s against 1.42).
+            data = io.BufferedReader(self.inner, buffer_size=READ_CHUNK)
         self.data = data
 
     def close(self) -> None:
         if self.spec != "-":
             self.data.close()
-        elif self._ahead is not None:
-            self._ahead.stop()  # stdin stays open; the thread reading it ends
 
     def items(self) -> Iterator[Item | Container]:
         """The values of this source; read errors become InputError naming the source."""
@@ -104,77 +98,6 @@ class Source:
             if isinstance(exc, InputError):
                 raise
             raise InputError(f"{self.name}: cannot read: {exc}") from exc
-
-
-class _ReadAhead(io.RawIOBase):
-    """The bytes of `raw`, read in a thread of its own up to GZIP_AHEAD_CHUNKS chunks ahead of
-    the caller; an error of the reading is raised where the bytes it stopped were wanted.
-    `progress` is told, in the caller's thread, of the bytes `counted` (the file's own) has
-    read so far."""
-
-    def __init__(self, raw: io.RawIOBase, counted: CountingReader, progress: ProgressFn | None):
-        self._raw = raw
-        self._counted = counted
-        self._progress = progress
-        self._told = counted.count  # what it told itself before (the peek at the gzip's magic)
-        self._chunks: queue.Queue[tuple[bytes, BaseException | None]] = queue.Queue(
-            GZIP_AHEAD_CHUNKS
-        )
-        self._stop = threading.Event()
-        self._chunk = memoryview(b"")
-        self._ended = False
-        self._thread = threading.Thread(target=self._read, name="kb-read-ahead", daemon=True)
-        self._thread.start()
-
-    def _read(self) -> None:
-        try:
-            while not self._stop.is_set():
-                data = self._raw.read(READ_CHUNK)
-                self._chunks.put((data, None))
-                if not data:
-                    return
-        except BaseException as exc:  # raised again in the thread that wants the bytes
-            self._chunks.put((b"", exc))
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: Any) -> int:
-        if not self._chunk:
-            if self._ended:
-                return 0
-            data, failed = self._chunks.get()
-            self._tell()
-            if failed is not None or not data:
-                self._ended = True
-                if failed is not None:
-                    raise failed
-                return 0
-            self._chunk = memoryview(data)
-        n = min(len(buffer), len(self._chunk))
-        buffer[:n] = self._chunk[:n]
-        self._chunk = self._chunk[n:]
-        return n
-
-    def _tell(self) -> None:
-        count = self._counted.count
-        if self._progress is not None and count > self._told:
-            self._progress(count - self._told)
-            self._told = count
-
-    def stop(self) -> None:
-        """End the reading thread (what it read is dropped), leaving `raw` open."""
-        self._stop.set()
-        while self._thread.is_alive():  # a reader waiting on a full queue goes on, stops
-            with contextlib.suppress(queue.Empty):
-                self._chunks.get(timeout=0.01)
-        self._thread.join()
-
-    def close(self) -> None:
-        if not self.closed:
-            self.stop()
-            self._raw.close()
-        super().close()
 
 
 def _gunzipped(compressed: Any) -> gzip.GzipFile:
