@@ -74,10 +74,11 @@ def _set_enabled(enabled: bool) -> None:
         gc.disable()
 
 
-# `with NO_COLLECTIONS:` in a process that does one bulk job and ends, whose objects reference
-# counting frees: the build beside an import (kb.matcher.background). At 150,000 records its
-# collector ran 117 times under BULK_GC_THRESHOLDS (0.43-0.44 s) and found 8 objects in
-# cycles; without it the child's CPU was 10.32-10.43 s against 10.61-10.79 s
-# (2026-12-05, three runs each in turns). Not for a process that lives on (kb serve): the
-# cycles it made would never be freed.
+# `with NO_COLLECTIONS:` in a process that does one bulk job and ends, for the stretch where
+# reference counting frees what it makes: the build beside an import while it reads the rows
+# (kb.matcher.background). At 1M records its collector ran 636 times there and at its end
+# (4.2 s) and found 8 objects in cycles; with it off while rows come, 151 times (0.18 s), the
+# child's CPU 82.6 s against 85.6. Off to the end, its peak was 289 MB against 278 (one run
+# each, 2026-12-05): the end (sorts, the last shard's compile) keeps its collections. Not for
+# a process that lives on (kb serve): the cycles it made would never be freed.
 NO_COLLECTIONS: Final = Held(gc.isenabled, _set_enabled, lambda _saved: False)

@@ -298,7 +298,18 @@ def _batches(stream: IO[bytes]) -> Iterator[list[tuple[Any, ...]]]:
 def _sources(stream: IO[bytes], identifiers: set[str], vocabulary: Vocabulary) -> Iterator[Any]:
     """The records' build sources; the identifiers of their messages go into `identifiers`,
     the words of their slugs, classes, codes and repositories into `vocabulary`
-    (kb.spelling.VOCABULARY_COLUMNS)."""
+    (kb.spelling.VOCABULARY_COLUMNS). Read with the cyclic collector off
+    (kb.pacing.NO_COLLECTIONS): this process ends with the build, and while rows come its
+    collections found nothing to free; it is on again for the build's end, as before."""
+    from kb.pacing import NO_COLLECTIONS
+
+    with NO_COLLECTIONS:
+        yield from _sources_read(stream, identifiers, vocabulary)
+
+
+def _sources_read(
+    stream: IO[bytes], identifiers: set[str], vocabulary: Vocabulary
+) -> Iterator[Any]:
     from kb.matcher.build import PatternSource, raising_function
 
     for batch in _batches(stream):
@@ -343,17 +354,15 @@ def main(argv: list[str]) -> int:
     beside it the messages' identifiers (kb search's "did you mean") and the file's parts as
     the database stores them (kb.shared_index), compressed while the import still works."""
     from kb.matcher.build import sync_path, write_cache_file
-    from kb.pacing import NO_COLLECTIONS
     from kb.shared_index import write_parts
 
     path, revision = Path(argv[0]), argv[1]
     identifiers: set[str] = set()
     vocabulary = Vocabulary()
     try:
-        with NO_COLLECTIONS:  # this process ends with the build
-            write_cache_file(
-                _sources(sys.stdin.buffer, identifiers, vocabulary), path, revision, synced=False
-            )
+        write_cache_file(
+            _sources(sys.stdin.buffer, identifiers, vocabulary), path, revision, synced=False
+        )
     except BaseException:
         path.unlink(missing_ok=True)
         raise

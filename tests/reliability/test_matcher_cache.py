@@ -439,12 +439,13 @@ def test_the_build_beside_an_import_ends_with_its_file_on_the_disk(
         assert background.parts_path(path).exists()
 
 
-def test_the_build_beside_an_import_runs_without_the_cyclic_collector_and_gives_it_back(
+def test_the_build_beside_an_import_reads_its_rows_without_the_cyclic_collector(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The child (a process that ends with its build) writes the cache with the cyclic
-    collector off (kb.pacing.NO_COLLECTIONS); called in a process that goes on, as here, the
-    collector is on again after it, also when the build failed."""
+    """The child (a process that ends with its build) reads the rows with the cyclic
+    collector off (kb.pacing.NO_COLLECTIONS) and ends the build with it on; called in a
+    process that goes on, as here, the collector is on after it, also when the rows stopped
+    half-way."""
     import gc
     import io
     import pickle
@@ -458,18 +459,24 @@ def test_the_build_beside_an_import_runs_without_the_cyclic_collector_and_gives_
     rows = [parse_record(record).values for record in corpus_records(3)]
     payload = pickle.dumps([tuple(row.get(c) for c in background.COLUMNS) for row in rows])
     feed = struct.pack("<Q", len(payload)) + payload + struct.pack("<Q", 0)
-    seen: list[bool] = []
-    write = build._RowWriter.write
+    reading: list[bool] = []
+    finishing: list[bool] = []
+    function, finish = build.raising_function, build._RowWriter.finish
 
-    def watched_write(self: Any, pending: Any) -> None:
-        seen.append(gc.isenabled())
-        write(self, pending)
+    def watched_function(**kwargs: Any) -> Any:
+        reading.append(gc.isenabled())
+        return function(**kwargs)
 
-    monkeypatch.setattr(build._RowWriter, "write", watched_write)
+    def watched_finish(self: Any) -> Any:
+        finishing.append(gc.isenabled())
+        return finish(self)
+
+    monkeypatch.setattr(build, "raising_function", watched_function)
+    monkeypatch.setattr(build._RowWriter, "finish", watched_finish)
     assert gc.isenabled()
     monkeypatch.setattr(background.sys, "stdin", SimpleNamespace(buffer=io.BytesIO(feed)))
     assert background.main([str(tmp_path / ".matcher-import-a.part"), "r1"]) == 0
-    assert seen and not any(seen)
+    assert reading == [False] * 3 and finishing == [True]
     assert gc.isenabled()
 
     cut = io.BytesIO(feed[: len(feed) // 2])  # the import stopped half-way through a batch
