@@ -1,6 +1,6 @@
 """Interpreter settings that bulk work changes for a while and gives back: the garbage
-collector's pace during an import or an index build (or no collector at all in the build
-beside an import), the thread switch interval during a prefilter scan in a thread. Each is
+collector's pace during an import or an index build (and none while the build beside an
+import reads its rows), the thread switch interval during a prefilter scan in a thread. Each is
 the process's, shared by every thread in it.
 """
 

@@ -485,6 +485,19 @@ def test_the_build_beside_an_import_reads_its_rows_without_the_cyclic_collector(
         background.main([str(tmp_path / ".matcher-import-b.part"), "r2"])
     assert gc.isenabled()
 
+    def failing_write(self: Any, pending: Any) -> None:
+        raise RuntimeError("the build broke between two rows")
+
+    # The build fails while the rows are read (a chunk of one row written at once): the
+    # failure's frames hold the unfinished row stream, and still the collector is back.
+    monkeypatch.setattr(build, "BUILD_CHUNK", 1)
+    monkeypatch.setattr(build._RowWriter, "write", failing_write)
+    monkeypatch.setattr(background.sys, "stdin", SimpleNamespace(buffer=io.BytesIO(feed)))
+    with pytest.raises(RuntimeError) as failed:
+        background.main([str(tmp_path / ".matcher-import-c.part"), "r3"])
+    assert failed.value.__traceback__ is not None
+    assert gc.isenabled()
+
 
 # ----------------------------------------------------------------------------- one builder
 
