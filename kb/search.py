@@ -462,9 +462,9 @@ class Searcher:
         """What to do while the records are counted, where the query is likely to find many
         (kb.broad's way): the walk of the holders of its phrase by kb_bm25 in C that kb.broad
         asks for first (by its sample: with their text, or the best HELD_FIRST scores first),
-        which it then finds here. The two
-        walks take the two cores: "ValueError to be" at a million records, a count of 21 ms and
-        that walk of 68, 68 ms against 89 one after the other (2026-12-05). None where the
+        which it then finds here. The two walks take the two cores: "ValueError to be" at a
+        million records, a count of 21 ms and that walk of 68, 68 ms against 89 one after the
+        other (2026-12-05). None where the
         query cannot go kb.broad's way (filters, an order, no phrase) or finds too few (at
         most `found_at_most`, its rarest term's records), or without kb_bm25 in C (the walk
         would hold Python's lock)."""

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import IO, Any, Final
 
 from kb.allocator import helper_env
+from kb.pacing import NO_COLLECTIONS
 from kb.spelling import IDENTIFIERS, VOCABULARY, VOCABULARY_COLUMNS, Vocabulary, identifiers_in
 
 # The columns the build needs, in the order they travel (the documentation only as far as
@@ -303,8 +304,6 @@ def _sources(
     (kb.spelling.VOCABULARY_COLUMNS). Read with the cyclic collector off
     (kb.pacing.NO_COLLECTIONS): this process ends with the build, and while rows come its
     collections found nothing to free; it is on again for the build's end, as before."""
-    from kb.pacing import NO_COLLECTIONS
-
     with NO_COLLECTIONS:
         yield from _sources_read(stream, identifiers, vocabulary)
 
