@@ -553,6 +553,39 @@ def test_killed_import_leaves_the_database_as_it_was(tmp_path: Path, first: bool
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 
+@pytest.mark.parametrize("page_size", [16384, 4096])
+def test_a_first_load_gives_the_full_text_index_leaves_its_pages_hold(
+    tmp_path: Path, records: list[Any], page_size: int
+) -> None:
+    """On kb's 16 KB pages a first load sets FTS5's leaf size (pgsz) to what one page holds,
+    and the index keeps it through later imports; a file of 4 KB pages (made before kb chose
+    16 KB) keeps FTS5's own. Either way FTS5's check passes and a word finds its records."""
+    from kb.ingest.writers import FTS_LEAF_SLACK
+
+    db = tmp_path / "kb.sqlite3"
+    if page_size != 16384:  # a file whose page size is set before kb first opens it
+        with contextlib.closing(sqlite3.connect(db)) as conn:
+            conn.execute(f"PRAGMA page_size = {page_size}")
+            conn.execute("PRAGMA journal_mode = WAL").fetchall()
+    first = write_jsonl(tmp_path / "first.jsonl", records)
+    later = write_jsonl(tmp_path / "later.jsonl", [dict(records[0], documentation="Quokkas.")])
+    with KnowledgeBase(str(db)) as kb:
+        kb.import_sources([str(first)])
+        kb.import_sources([str(later)])
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        assert conn.execute("PRAGMA page_size").fetchone()[0] == page_size
+        config = dict(conn.execute("SELECT k, v FROM records_fts_config").fetchall())
+        assert config.get("pgsz") == (16384 - FTS_LEAF_SLACK if page_size == 16384 else None)
+        conn.execute("INSERT INTO records_fts(records_fts, rank) VALUES ('integrity-check', 1)")
+        (longest,) = conn.execute("SELECT max(length(block)) FROM records_fts_data").fetchone()
+        assert longest <= page_size - 35  # a table leaf's payload kept in its page
+        found = conn.execute(
+            "SELECT r.id FROM records_fts AS f JOIN records AS r ON r.key = f.rowid "
+            "WHERE records_fts MATCH 'quokkas'"
+        ).fetchall()
+        assert found == [(records[0]["id"],)]
+
+
 @pytest.mark.parametrize("good", [True, False], ids=["stored", "all-rejected"])
 def test_a_first_load_gives_back_every_index_it_set_aside(
     tmp_path: Path, records: list[Any], good: bool
