@@ -104,6 +104,23 @@ FIXTURES = Path(__file__).parent / "fixtures"
 SEED = FIXTURES / "seed_record.txt"
 RECORDS40 = FIXTURES / "records40.jsonl"
 
+# Runs the CLI as `kb ARGS...`; an atexit handler says it ran and leaves an object that says
+# so when the interpreter's finalization frees it (made then, so no earlier gc.freeze() keeps
+# it: the finalization frees it with the sys module's attributes).
+NOTES_ITS_END = (
+    "import atexit, os, sys\n"
+    "class Late:\n"
+    "    def __del__(self, write=os.write):\n"
+    "        write(2, b'finalized\\n')\n"
+    "def last():\n"
+    "    sys.stderr.write('atexit ran\\n')\n"
+    "    sys.kb_late = Late()\n"
+    "atexit.register(last)\n"
+    "sys.argv = ['kb', *sys.argv[1:]]\n"
+    "from kb.cli import program\n"
+    "program()\n"
+)
+
 
 @pytest.fixture(autouse=True)
 def _isolated_user_dirs(

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from kb.knowledge import KnowledgeBase
-from tests.conftest import RECORDS40, SEED, corpus_records, seed_record
+from tests.conftest import NOTES_ITS_END, RECORDS40, SEED, corpus_records, seed_record
 
 pytestmark = pytest.mark.databases  # each test on SQLite and on PostgreSQL
 
@@ -551,6 +551,52 @@ def test_killed_import_leaves_the_database_as_it_was(tmp_path: Path, first: bool
     assert not journal.exists()  # rolled back by the first connection after the kill
     with contextlib.closing(sqlite3.connect(db_path)) as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_an_import_ends_without_the_interpreters_finalization_and_loses_nothing(
+    tmp_path: Path, records: list[Any], db_url: str
+) -> None:
+    """`kb import`, once it has committed, ends without the interpreter freeing every object
+    (kb.cli.exit_now): its JSON summary whole on stdout, its exit status (0 all stored, 1 some
+    rejected), its atexit handlers run, its connections closed (no WAL left behind), and the
+    records and the matcher index there for the next process. An import that stores nothing
+    because an input cannot be read ends as any program does."""
+    env = dict(os.environ, KB_DATABASE_URL=db_url)
+
+    def kb(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-c", NOTES_ITS_END, *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+
+    good = write_jsonl(tmp_path / "good.jsonl", records[:30])
+    first = kb("import", "--json", str(good))
+    assert first.returncode == 0, first.stderr
+    assert json.loads(first.stdout)["inserted"] == 30
+    assert "atexit ran" in first.stderr and "finalized" not in first.stderr
+    bad = dict(records[30], severity="fatal")
+    mixed = write_jsonl(tmp_path / "mixed.jsonl", [records[31], bad, records[32]])
+    second = kb("import", "--json", str(mixed))
+    assert second.returncode == 1, second.stderr
+    summary = json.loads(second.stdout)
+    assert (summary["inserted"], summary["rejected"]) == (2, 1)
+    assert "atexit ran" in second.stderr and "finalized" not in second.stderr
+    if db_url.endswith(".sqlite3"):
+        assert not Path(db_url + "-wal").exists()  # the last connection closed, checkpointed
+    stats = kb("stats", "--json")
+    assert stats.returncode == 0 and json.loads(stats.stdout)["records"] == 32
+    log = tmp_path / "app.log"
+    log.write_text(records[31]["errorMessage"] + "\n")
+    found = kb("match", "--json", str(log))
+    assert found.returncode == 0, found.stderr
+    assert records[31]["id"] in [m["id"] for m in json.loads(found.stdout)["matches"]]
+    assert "Building" not in found.stderr  # the index the import built, loaded
+    unreadable = kb("import", str(tmp_path / "no-such.jsonl"))
+    assert unreadable.returncode == 2
+    assert unreadable.stderr.splitlines()[-2:] == ["atexit ran", "finalized"]
 
 
 @pytest.mark.parametrize("page_size", [16384, 4096])

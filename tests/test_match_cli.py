@@ -14,7 +14,7 @@ import pytest
 
 from kb import quick
 from kb.config import cache_dir_for
-from tests.conftest import SEED
+from tests.conftest import NOTES_ITS_END, SEED
 
 pytestmark = pytest.mark.databases  # each test on SQLite and on PostgreSQL
 
@@ -174,24 +174,6 @@ NOT_ON_THE_COLD_PATH = {
     "kb.matcher.heap",
 }  # fmt: skip
 NEAR_MISS_SEARCH = {"rapidfuzz", "kb.matcher.fuzzy", "kb.patterns"}
-
-
-# Runs the CLI as `kb ARGS...`; an atexit handler says it ran and leaves an object that says
-# so when the interpreter's finalization frees it (made then, so no earlier gc.freeze() keeps
-# it: the finalization frees it with the sys module's attributes).
-NOTES_ITS_END = (
-    "import atexit, os, sys\n"
-    "class Late:\n"
-    "    def __del__(self, write=os.write):\n"
-    "        write(2, b'finalized\\n')\n"
-    "def last():\n"
-    "    sys.stderr.write('atexit ran\\n')\n"
-    "    sys.kb_late = Late()\n"
-    "atexit.register(last)\n"
-    "sys.argv = ['kb', *sys.argv[1:]]\n"
-    "from kb.cli import program\n"
-    "program()\n"
-)
 
 
 # Calls kb.cli.main() as a wrapper would, and says what main() ended with.

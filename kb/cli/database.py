@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from kb.cli.shared import KbGroup, completer, open_kb
+from kb.cli.shared import ONE_SHOT, KbGroup, completer, open_kb
 from kb.errors import EXIT_NOTHING_FOUND, EXIT_OK, Interrupted
 
 if TYPE_CHECKING:
@@ -99,6 +99,11 @@ def import_command(
                 f"Interrupted: {stored:,} record{'s were' if stored != 1 else ' was'} stored; "
                 "the matcher index was not built (the next `kb match` builds it)."
             ) from None
+    # Stored, committed and the build beside it reaped: its connections closed here, the
+    # process then ends without the interpreter's finalization (kb.cli.exit_now), whose
+    # collections of every object took 0.18-0.20 s after a 150,000-record import (2026-12-05).
+    kb.close()
+    ONE_SHOT["ends_quickly"] = True
     ctx.exit(EXIT_OK if report.complete else EXIT_NOTHING_FOUND)
 
 

@@ -20,8 +20,9 @@ if TYPE_CHECKING:
 F = TypeVar("F", bound=Callable[..., Any])
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: what a shell reports for a writer whose reader left
 # Set by a command whose process holds nothing worth tearing down when it ends (`kb match`:
-# the index, the log's lines and the Hyperscan databases go with the process): the `kb` program
-# (kb.cli.program) then ends it without the interpreter's finalization (kb.cli.exit_now).
+# the index, the log's lines and the Hyperscan databases go with the process; `kb import`, once
+# it has committed and closed its connections): the `kb` program (kb.cli.program) then ends it
+# without the interpreter's finalization (kb.cli.exit_now).
 ONE_SHOT: dict[str, bool] = {"ends_quickly": False}
 
 
