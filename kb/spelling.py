@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -20,6 +20,9 @@ MAX_CORRECTIONS: Final = 8
 # An identifier shorter than this is corrected as a word, not against the identifiers: short
 # names are near too many others to guess one.
 MIN_IDENTIFIER_CHARS: Final = 5
+# Messages read in one pass when the identifiers are collected from the records (a batch of
+# an import's rows, as the build beside it reads them): one string of about 100 KB.
+IDENTIFIER_BATCH: Final = 1000
 # Word lists read in this process, by file (the revision is in its name): at 1M records the
 # vocabulary file is 3.2 MB, 70 ms to read and split on every corrected search of a server.
 _LOADED: dict[Path, list[str]] = {}
@@ -138,8 +141,11 @@ class Speller:
 
     def _collect_identifiers(self) -> list[str]:
         found: set[str] = set()
-        for (message,) in self.run("SELECT error_message FROM records"):
-            found.update(identifiers_in(message))
+        rows = self.run("SELECT error_message FROM records")
+        for start in range(0, len(rows), IDENTIFIER_BATCH):
+            add_identifiers(
+                found, (message for (message,) in rows[start : start + IDENTIFIER_BATCH])
+            )
         return sorted(found)
 
 
@@ -174,11 +180,14 @@ class Vocabulary:
         return sorted(word for word in self.words if len(word) >= 3 and not word.isdigit())
 
 
-def identifiers_in(message: str | None) -> Iterator[str]:
-    """The identifiers of one message that a misspelt one is corrected against."""
-    for name in IDENTIFIER_RE.findall(message or ""):
-        if len(name) >= MIN_IDENTIFIER_CHARS and IDENTIFIER_HINT_RE.search(name):
-            yield name
+def add_identifiers(found: set[str], messages: Iterable[str | None]) -> None:
+    """Add to `found` the identifiers of `messages` that a misspelt one is corrected against:
+    their distinct texts read in one pass, joined (no identifier spans a line end), and only
+    the names not in `found` yet checked. The build beside an import, a batch at a time: at
+    150,000 records 0.39 s against 0.56 a message at a time (2026-12-06)."""
+    names = set(IDENTIFIER_RE.findall("\n".join(m for m in dict.fromkeys(messages) if m)))
+    hint = IDENTIFIER_HINT_RE.search
+    found.update(n for n in names - found if len(n) >= MIN_IDENTIFIER_CHARS and hint(n))
 
 
 def word_list_path(cache: Path, kind: str, revision: str) -> Path:

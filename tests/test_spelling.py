@@ -84,6 +84,33 @@ def test_word_lists_are_the_same_collected_read_back_or_uncached(run: Any, tmp_p
     spelling._LOADED.clear()
 
 
+def test_identifiers_are_read_from_a_batch_of_messages_as_from_each_alone() -> None:
+    """A batch's messages are read joined: every snake_case, dotted or camelCase name of five
+    characters or more, none made of the end of one message and the start of the next, a
+    repeated message and a missing one changing nothing, and a name found already kept."""
+    found = {"already_known"}
+    spelling.add_identifiers(
+        found,
+        [
+            "KeyError: 'user_id' not in torch.cuda.is_available()",
+            "getAttr failed for value_a",  # ends with a name ...
+            "value_b started",  # ... and the next starts with one: two names, not one
+            None,
+            "KeyError: 'user_id' not in torch.cuda.is_available()",
+            "short a_b x.y aB plain words only",  # a_b, x.y and aB are under five characters
+        ],
+    )
+    assert found == {
+        "already_known",
+        "KeyError",
+        "user_id",
+        "torch.cuda.is_available",
+        "getAttr",
+        "value_a",
+        "value_b",
+    }
+
+
 @pytest.mark.parametrize("kind", ["identifiers", "vocabulary"])
 def test_an_import_leaves_the_word_lists_its_build_collected(
     invoke: Any, db_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str

@@ -30,7 +30,13 @@ from typing import IO, Any, Final
 
 from kb.allocator import helper_env
 from kb.pacing import NO_COLLECTIONS
-from kb.spelling import IDENTIFIERS, VOCABULARY, VOCABULARY_COLUMNS, Vocabulary, identifiers_in
+from kb.spelling import (
+    IDENTIFIERS,
+    VOCABULARY,
+    VOCABULARY_COLUMNS,
+    Vocabulary,
+    add_identifiers,
+)
 
 # The columns the build needs, in the order they travel (the documentation only as far as
 # kb.matcher.build.raising_function reads it).
@@ -316,6 +322,7 @@ def _sources_read(
     for batch in _batches(stream):
         for column, whole in VOCABULARY_COLUMNS:
             vocabulary.add((row[_AT[column]] for row in batch), whole)
+        add_identifiers(identifiers, (row[_AT["error_message"]] for row in batch))
         for (
             record_id,
             repo,
@@ -330,7 +337,6 @@ def _sources_read(
             source_start,
             documentation,
         ) in batch:
-            identifiers.update(identifiers_in(error_message))
             yield PatternSource(
                 id=record_id,
                 repo=repo,
