@@ -47,7 +47,8 @@ COMPRESSORS: Final = 2
 
 # A build beside an import (kb.matcher.background) compresses the parts itself, after its
 # last row, into PARTS_FILE beside the cache file, while the import still fills its full-text
-# index: the import's end then stores them as they are. At 150,000 records that store took
+# index: the import then stores them as they are, in its own transaction (or, where that
+# failed, at its end). At 150,000 records that store took
 # 1.3 s of the `kb import` command's last seconds, with one core idle; at 1M, 4.1 s. The file
 # opens with PARTS_MAGIC and the size, modification time and inode of the cache file it was
 # made from (a rename keeps all three); any other cache file (a rebuild, a fetch: a new file)
@@ -175,12 +176,12 @@ def parts_written_for(path: Path) -> Path:
     return path.with_name(PARTS_FILE)
 
 
-def _written_parts(path: Path) -> list[tuple[int, int]] | None:
-    """The (offset, length) of each part in the parts file made from the cache file at
+def _written_parts(path: Path, parts: Path) -> list[tuple[int, int]] | None:
+    """The (offset, length) of each part in the parts file `parts` made from the cache file at
     `path`, when there is one, whole, and made from that file as it is now; else None."""
     try:
         expected = _header_of(path)
-        with open(parts_written_for(path), "rb") as fh:
+        with open(parts, "rb") as fh:
             header = fh.read(len(expected))
             if header != expected:
                 return None
@@ -205,23 +206,31 @@ def _header_of(path: Path) -> bytes:
     return PARTS_MAGIC + _HEADER.pack(stat.st_size, stat.st_mtime_ns, stat.st_ino)
 
 
-def _read_parts(path: Path, places: list[tuple[int, int]]) -> Iterator[bytes]:
-    with open(parts_written_for(path), "rb") as fh:
+def _read_parts(parts: Path, places: list[tuple[int, int]]) -> Iterator[bytes]:
+    with open(parts, "rb") as fh:
         for offset, length in places:
             fh.seek(offset)
             data = fh.read(length)
             if len(data) != length:
-                raise OSError(f"{parts_written_for(path)}: shorter than its own header says")
+                raise OSError(f"{parts}: shorter than its own header says")
             yield data
 
 
 def store(
-    conn: Connection, path: Path, revision: str, format_version: int, *, replace: bool = False
+    conn: Connection,
+    path: Path,
+    revision: str,
+    format_version: int,
+    *,
+    replace: bool = False,
+    parts: Path | None = None,
 ) -> bool:
     """Store the cache file at `path`, built for `revision`, unless the knowledge base has
     moved on or another process stored it first (`replace`: in place of that one, which a
     rebuild does because the stored copy may be what was damaged); older revisions' files are
-    removed. Runs in the caller's transaction. True when this call stored it."""
+    removed. Runs in the caller's transaction. True when this call stored it. The file's
+    parts are read from `parts` (PARTS_FILE beside it by default) when they were made from
+    it, else compressed here."""
     from sqlalchemy import delete, select
 
     from kb.db import get_meta
@@ -233,9 +242,10 @@ def store(
     if not replace and conn.execute(select(table.c.part).where(this_file).limit(1)).first():
         return False
     conn.execute(delete(table).where((table.c.revision != revision) | this_file))
-    written = _written_parts(path)
-    parts = _read_parts(path, written) if written is not None else _parts(path)
-    for number, data in enumerate(parts):
+    parts = parts_written_for(path) if parts is None else parts
+    written = _written_parts(path, parts)
+    compressed = _read_parts(parts, written) if written is not None else _parts(path)
+    for number, data in enumerate(compressed):
         conn.execute(
             table.insert().values(revision=revision, format=format_version, part=number, data=data)
         )

@@ -948,6 +948,9 @@ class _LaggingBuild:
     def end(self) -> None:
         pass
 
+    def committing(self, conn: Any) -> None:
+        pass
+
 
 def test_a_first_load_indexed_while_it_waits_for_the_build_finds_what_one_indexed_at_the_end(
     tmp_path: Path, records: list[Any]

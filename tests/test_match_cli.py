@@ -450,17 +450,17 @@ def test_parts_written_beside_the_cache_file_are_stored_as_compressing_it_would_
         monkeypatch.setattr(shared, "_parts", compressing)
         shared.write_parts(source, written)
         os.utime(source, ns=(source.stat().st_atime_ns, source.stat().st_mtime_ns + 10**9))
-        assert shared._written_parts(source) is None
+        assert shared._written_parts(source, written) is None
         shared.write_parts(source, written)  # a new file of the same size and time: a rebuild
         other = source.with_name("rebuilt")
         other.write_bytes(source.read_bytes())
         os.utime(other, ns=(source.stat().st_atime_ns, source.stat().st_mtime_ns))
         os.replace(other, source)
-        assert shared._written_parts(source) is None
+        assert shared._written_parts(source, written) is None
         shared.write_parts(source, written)
         with written.open("r+b") as fh:
             fh.truncate(written.stat().st_size - 1)
-        assert shared._written_parts(source) is None
+        assert shared._written_parts(source, written) is None
         assert shared.store_quietly(base.engine, source, "empty", 1, replace=True)
         assert _stored_parts(base) == expected
         assert not written.exists()

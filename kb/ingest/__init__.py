@@ -157,6 +157,8 @@ def import_sources(
                 )
             if report.inserted or report.updated:
                 set_meta(conn, "revision", feed.revision if feed else uuid.uuid4().hex)
+                if feed is not None:
+                    feed.committing(conn)
             if cache_size is not None:
                 conn.exec_driver_sql(f"PRAGMA cache_size = {int(cache_size)}")
     except OperationalError as exc:

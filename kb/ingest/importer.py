@@ -71,6 +71,10 @@ class RowsFeed(Protocol):
     def end(self) -> None:
         """Every row is stored (the full-text index and the commit are still to come)."""
 
+    def committing(self, conn: Connection) -> None:
+        """The import is about to commit `revision` through `conn`: what the feed made of the
+        rows may go into the same transaction."""
+
 
 class Importer:
     """Upserts records by id inside one transaction, batch by batch."""

@@ -651,6 +651,41 @@ def test_the_build_beside_an_import_compresses_the_copy_the_database_stores(
     assert not list(folder.glob(".matcher-import-*"))
 
 
+def test_a_first_load_stores_the_copy_of_its_build_in_its_own_transaction(
+    tmp_path: Path, db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The build beside a first load is waited for before the import commits, and the copy
+    of its file the database keeps goes into the import's own transaction: it is there, the
+    installed file byte for byte, when the import returns (before any store after it). A store
+    that fails there after writing a part is rolled back alone: the records are committed,
+    no part is left, and the store after the commit (build_matcher) keeps the copy."""
+    import kb.shared_index as shared
+    from kb.knowledge import KnowledgeBase
+
+    records = corpus_records()
+    source = write_jsonl(tmp_path / "records.jsonl", records)
+    with KnowledgeBase(str(db_path)) as kb:
+        kb.import_sources([str(source)], build_matcher=True)
+        assert stored_copy(db_path) == cache_file(db_path).read_bytes()
+        assert not shared.parts_written_for(cache_file(db_path)).exists()
+
+    other = tmp_path / "other.sqlite3"
+    reading = shared._read_parts
+
+    def one_then_broken(parts: Path, places: list[tuple[int, int]]) -> Any:
+        yield next(reading(parts, places))
+        raise OSError("the disk went away")
+
+    monkeypatch.setattr(shared, "_read_parts", one_then_broken)
+    with KnowledgeBase(str(other)) as kb:
+        report = kb.import_sources([str(source)], build_matcher=True)
+        assert report.inserted == kb.count() == len(records)
+        assert stored_copy(other) == b""  # the part written before the failure rolled back
+        monkeypatch.setattr(shared, "_read_parts", reading)
+        assert not kb.build_matcher()  # built beside the import already: only stored now
+        assert stored_copy(other) == cache_file(other).read_bytes()
+
+
 def test_the_pipe_to_the_build_beside_an_import_holds_a_whole_batch(tmp_path: Path) -> None:
     """The import goes on while the child works on the batch before (kb.matcher.background):
     a batch of 1,000 corpus records' rows fits in the pipe, where Linux's default 64 KB
