@@ -217,6 +217,13 @@ class KnowledgeBase:
         self._index = index
         return index
 
+    def matcher_is_current(self) -> bool:
+        """Whether this machine's matcher cache is the current revision's already (built
+        beside the import that made it, say): `build_matcher` then only shares it."""
+        from kb.matcher import cache_is_current
+
+        return cache_is_current(self.cache_dir(), self.revision())
+
     def build_matcher(self, progress: Callable[[int], None] | None = None) -> bool:
         """Write the matcher cache for the current revision unless it is there already, without
         loading it (what `kb import` does after storing records: the build's memory is freed

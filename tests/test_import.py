@@ -553,6 +553,28 @@ def test_killed_import_leaves_the_database_as_it_was(tmp_path: Path, first: bool
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 
+def test_an_import_says_it_builds_the_matcher_index_only_when_it_does(
+    invoke: Any, records: list[Any], tmp_path: Path, db_path: Path
+) -> None:
+    """A first load into an empty SQLite file builds the index beside the import, so its
+    summary is the last line; an import into a knowledge base with records builds it after,
+    and says so. Either way the next match loads the index for the new revision."""
+    from kb.config import cache_dir_for
+    from kb.knowledge import KnowledgeBase
+    from kb.matcher import cache_is_current
+
+    first = invoke("import", str(write_jsonl(tmp_path / "first.jsonl", records[:20])))
+    assert first.exit_code == 0, first.output
+    assert first.stderr.splitlines()[-1].startswith("20 records read from 1 file(s)")
+    assert "Building the matcher index" not in first.stderr
+    more = invoke("import", str(write_jsonl(tmp_path / "more.jsonl", records[20:25])))
+    assert more.exit_code == 0, more.output
+    assert more.stderr.splitlines()[-1] == "Building the matcher index..."
+    with KnowledgeBase(str(db_path)) as kb:
+        revision = kb.revision()
+    assert cache_is_current(cache_dir_for(f"sqlite:///{db_path.resolve()}"), revision)
+
+
 def test_an_import_ends_without_the_interpreters_finalization_and_loses_nothing(
     tmp_path: Path, records: list[Any], db_url: str
 ) -> None:

@@ -158,7 +158,11 @@ def delete_command(ctx: click.Context, keys: tuple[str, ...], dry_run: bool, as_
 def _build_matcher(kb: KnowledgeBase, quiet: bool) -> None:
     """The matcher index for the revision an import or a deletion made, so the next
     `kb match` only loads it; where it cannot be written (a full or read-only cache
-    folder), a note says so."""
+    folder), a note says so. One built beside an import is only shared, with no word of a
+    build."""
+    if kb.matcher_is_current():
+        kb.build_matcher()
+        return
     if not quiet and sys.stderr.isatty():
         with click.progressbar(
             length=kb.count(), label="Building the matcher index", file=sys.stderr
