@@ -210,6 +210,30 @@ def test_every_record_of_the_fixture_is_taken_flat_and_wrapped() -> None:
     assert (lines_typed.records, lines_typed.misses) == (2 * len(RECORDS), 0)
 
 
+def test_a_bad_tag_or_repository_is_left_to_the_usual_path_even_after_good_ones() -> None:
+    """Tags and repositories are checked once a distinct value (typed._all_known): a bad one
+    is never taken, whether it comes first, after values seen and found good, or again; the
+    usual path then names the field. A good value seen before is taken without a check."""
+    lines_typed = typed.TypedLines()
+    good = RECORDS[0]
+    assert lines_typed.record(json.dumps(good)) is not None  # its tags and repository known
+    bad_tags = ["Kv-cache", "-bad", "kv cache", "", "kv_cache", "kv-", "9lives"]
+    bad_repos = ["numpy /numpy", "numpy/numpy/x", "numpy", "/numpy", "numpy/"]
+    cases = [dict(good, tags=[*good["tags"], tag]) for tag in bad_tags]
+    cases += [dict(good, tags=[tag, *good["tags"]]) for tag in bad_tags]
+    cases += [dict(good, repo=repo) for repo in bad_repos]
+    for case in cases * 2:  # and again, once seen
+        assert lines_typed.record(json.dumps(case)) is None, (case["tags"], case["repo"])
+        field = "tags" if case["repo"] == good["repo"] else "repo"
+        try:
+            parse_record(case)
+        except FieldError as exc:
+            assert exc.field.startswith(field), exc
+        else:
+            raise AssertionError(f"{case['tags']} {case['repo']}: the usual path took it")
+    assert lines_typed.record(json.dumps(dict(good, id="0123456789abcdef"))) is not None
+
+
 def test_a_source_of_other_lines_stops_trying() -> None:
     """A compact index (or anything else) costs at most MISSES_AHEAD + 1 failed tries."""
     lines_typed = typed.TypedLines()
