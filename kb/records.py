@@ -403,7 +403,7 @@ def beyond_types(v: dict[str, Any]) -> bool:
 
 def _span_error(values: dict[str, Any]) -> FieldError | None:
     """Upstream's checks across fields, each made only when both ends are known."""
-    start, end, line = (values[column] for column in _LINES[1:] + _LINES[:1])
+    line, start, end = values["line_number"], values["source_code_start"], values["source_code_end"]
     if start is not None and end is not None and end < start:
         return FieldError("sourceCodeEnd", "must not be before sourceCodeStart")
     if start is not None and line is not None and line < start:
