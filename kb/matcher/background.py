@@ -23,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 import uuid
 from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
@@ -81,6 +82,12 @@ PIPE_MAX_SIZE: Final = Path("/proc/sys/fs/pipe-max-size")
 # 5 of 6 pairs in turns (median of the pairs' ratios 0.94); a first try with no bound, timed
 # step by step, spent 0.7 s in the write where it had spent 1.8-3.6.
 QUEUE_BATCHES: Final = 16
+# How long an import about to commit waits for the build beside it to end, to store the
+# build's copy in its own transaction (BackgroundBuild.committing). The build ended 0-1.3 s
+# after the import's own work at 150,000 records and before it at 1M (2026-12-06); one that
+# takes longer is waited for after the commit instead, as before, so a build that never ends
+# never holds the records back.
+COMMIT_WAIT_SECONDS: Final = 10.0
 
 
 class BackgroundBuild:
@@ -157,13 +164,14 @@ class BackgroundBuild:
         transaction, under a savepoint. Stored after the commit, as any other build's are,
         they went through the WAL and its checkpoint with both cores idle: 1.4-1.8 s at 1M
         records, 0.12 s at 150,000 (2026-12-06). A store that fails is rolled back alone and
-        left to the store after the commit (kb.knowledge.build_matcher)."""
+        left to the store after the commit (kb.knowledge.build_matcher), as is everything when
+        the child has not ended within COMMIT_WAIT_SECONDS."""
         from sqlalchemy.exc import SQLAlchemyError
 
         from kb.matcher.cachefile import FORMAT_VERSION
         from kb.shared_index import store
 
-        if not self.usable or not self._wait():
+        if not self.usable or not self._ended_within(COMMIT_WAIT_SECONDS) or not self._wait():
             return
         parts = parts_path(self.path)
         try:
@@ -236,6 +244,22 @@ class BackgroundBuild:
             return
         sender.send(data, meanwhile)
 
+    def _ended_within(self, seconds: float) -> bool:
+        """Whether the child has ended, its last rows written, within `seconds` from now."""
+        child = self._child
+        if child is None:
+            return True
+        self.end()
+        deadline = time.monotonic() + seconds
+        sender = self._sender
+        if sender is not None and not sender.written_within(seconds):
+            return False
+        try:
+            child.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            return False
+        return True
+
     def _wait(self) -> bool:
         """Wait for the child (its last rows written first); True when it built the file."""
         child = self._child
@@ -283,6 +307,13 @@ class _Sender:
         if not self.finishing:
             self.finishing = True
             self._queue.put(None)
+
+    def written_within(self, seconds: float) -> bool:
+        """Whether what was sent is written (or given up) and the stream closed within
+        `seconds`; nothing more may be sent after."""
+        self.finish()
+        self._thread.join(seconds)
+        return not self._thread.is_alive()
 
     def close(self) -> None:
         """Wait for what was sent to be written (or given up, once a write failed) and the

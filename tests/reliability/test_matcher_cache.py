@@ -793,6 +793,34 @@ def test_the_import_goes_on_while_the_build_beside_it_is_behind(tmp_path: Path) 
     assert not list((tmp_path / "cache").glob(".matcher-import-*"))
 
 
+def test_an_import_about_to_commit_waits_a_bounded_time_for_the_build_beside_it(
+    tmp_path: Path, db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A build whose child does not end (stopped here, reading nothing, with rows queued for
+    it) is waited for COMMIT_WAIT_SECONDS before the import commits, not longer: nothing of
+    it goes into the import's transaction, which then commits as before (the build is waited
+    for, or given up, after it)."""
+    import kb.matcher.background as background
+    from kb.knowledge import KnowledgeBase
+    from kb.shared_index import TABLE
+
+    monkeypatch.setattr(background, "COMMIT_WAIT_SECONDS", 0.5)
+    build, rows = _stopped_build(tmp_path)
+    try:
+        build.rows(rows)
+        build.rows(rows)  # more than its pipe holds: the sender is still writing
+        with KnowledgeBase(str(db_path)) as kb, kb.engine.begin() as conn:
+            started = time.monotonic()
+            build.committing(conn)
+            waited = time.monotonic() - started
+            assert conn.exec_driver_sql(f"SELECT count(*) FROM {TABLE}").scalar() == 0
+        assert 0.4 < waited < 30, waited  # the bound, not the child's end (liveness: 30 s)
+        assert build.usable and build._child is not None and build._child.poll() is None
+    finally:
+        build.abandon()
+    assert not build.path.exists()
+
+
 def test_the_import_works_on_while_the_build_beside_it_is_a_full_queue_behind(
     tmp_path: Path,
 ) -> None:
