@@ -13,6 +13,8 @@ import inspect
 import itertools
 import json
 import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -120,6 +122,18 @@ NOTES_ITS_END = (
     "from kb.cli import program\n"
     "program()\n"
 )
+
+
+def kb_noting_its_end(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    """`kb ARGS...` in a process of its own that says on stderr when its atexit handlers ran
+    and when the interpreter's finalization freed its objects (NOTES_ITS_END)."""
+    return subprocess.run(
+        [sys.executable, "-c", NOTES_ITS_END, *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 @pytest.fixture(autouse=True)

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from kb.knowledge import KnowledgeBase
-from tests.conftest import NOTES_ITS_END, RECORDS40, SEED, corpus_records, seed_record
+from tests.conftest import RECORDS40, SEED, corpus_records, kb_noting_its_end, seed_record
 
 pytestmark = pytest.mark.databases  # each test on SQLite and on PostgreSQL
 
@@ -586,13 +586,7 @@ def test_an_import_ends_without_the_interpreters_finalization_and_loses_nothing(
     env = dict(os.environ, KB_DATABASE_URL=db_url)
 
     def kb(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-c", NOTES_ITS_END, *args],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
+        return kb_noting_its_end(env, *args)
 
     good = write_jsonl(tmp_path / "good.jsonl", records[:30])
     first = kb("import", "--json", str(good))

@@ -14,7 +14,7 @@ import pytest
 
 from kb import quick
 from kb.config import cache_dir_for
-from tests.conftest import NOTES_ITS_END, SEED
+from tests.conftest import SEED, kb_noting_its_end
 
 pytestmark = pytest.mark.databases  # each test on SQLite and on PostgreSQL
 
@@ -202,13 +202,7 @@ def test_a_match_ends_without_the_interpreters_finalization_and_loses_nothing(
     (tmp_path / "clean.log").write_text(CLEAN)
 
     def kb(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-c", NOTES_ITS_END, *args],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        return kb_noting_its_end(env, *args)
 
     found = kb("match", "--json", str(tmp_path / "app.log"))
     assert found.returncode == 0, found.stderr

@@ -199,7 +199,7 @@ class SqliteWriter(PortableWriter):
         self._empty = top is None
         if self._empty:
             self._dropped = _drop_secondary_indexes(self.conn)
-            leaf = fts_leaf_bytes(int(self.conn.exec_driver_sql("PRAGMA page_size").scalar_one()))
+            leaf = _fts_leaf_bytes(int(self.conn.exec_driver_sql("PRAGMA page_size").scalar_one()))
             if leaf is not None:
                 _fts_config(self.conn, {"pgsz": leaf})
         return self._empty
@@ -489,7 +489,7 @@ def _fts_of_ids(conn: Connection, ids: list[str], *, delete: bool) -> None:
         )
 
 
-def fts_leaf_bytes(page_size: int) -> int | None:
+def _fts_leaf_bytes(page_size: int) -> int | None:
     """The FTS5 leaf size (pgsz) a first load sets on a file of `page_size` pages; None to
     keep FTS5's own."""
     return page_size - FTS_LEAF_SLACK if page_size >= FTS_LARGE_LEAVES_FROM else None
