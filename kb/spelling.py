@@ -140,12 +140,11 @@ class Speller:
         return vocabulary.listed()
 
     def _collect_identifiers(self) -> list[str]:
+        from kb.sql import chunks
+
         found: set[str] = set()
-        rows = self.run("SELECT error_message FROM records")
-        for start in range(0, len(rows), IDENTIFIER_BATCH):
-            add_identifiers(
-                found, (message for (message,) in rows[start : start + IDENTIFIER_BATCH])
-            )
+        for rows in chunks(self.run("SELECT error_message FROM records"), IDENTIFIER_BATCH):
+            add_identifiers(found, (message for (message,) in rows))
         return sorted(found)
 
 
