@@ -57,9 +57,10 @@ INDEX_SORT_THREADS: Final = 1
 # first load reads a batch of 1,000 in about 70 ms, so the import is back soon after a place
 # in the queue frees up. Each call's INSERT ... SELECT leaves a segment of its own (FTS5
 # writes out what it holds at every statement's savepoint, which a one-row INSERT does not
-# open), merged at the end: at 1M records, fill and optimize in chunks of 1,000 took 27.4 s
-# against 26.4 in one statement. Measured and left (2026-12-06): the rows fetched into Python
-# and inserted one by one, no segment a call (150,000 rows 4.4-5.8 s against 3.9-4.0); 5,000
+# open), merged only by FTS5's crisis merge (FTS_BULK_CONFIG) and the optimize at the end: at
+# 1M records, fill and optimize in chunks of 1,000 took 27.4 s against 26.4 in one statement.
+# Measured and left (2026-12-06): the rows fetched into Python and inserted one by one, no
+# segment a call (fill and optimize of 150,000 rows 4.4-5.8 s against 3.9-4.0); 5,000
 # or 10,000 rows a call (whole 1M imports within the machine's noise, 97-107 s); every batch
 # indexed as it is written (1M: 115-116 s against 102-106, the import then fed the build
 # slower than it read, and waited 10 s for the build's end).
@@ -283,8 +284,8 @@ class SqliteWriter(PortableWriter):
     def _fill_full_text(self) -> None:
         """One pass over every row this import wrote, in key order (past those spare()
         indexed): several times cheaper than indexing batch by batch, as FTS5 merges fewer,
-        larger segments (spare()'s chunks are segments of their own, left unmerged until
-        the end: FTS_BULK_CONFIG)."""
+        larger segments (spare()'s chunks are segments of their own, merged only by the
+        crisis merge and the optimize: FTS_BULK_CONFIG)."""
         _fts_config(self.conn, FTS_BULK_CONFIG if self._empty else FTS_IMPORT_CONFIG)
         self.conn.exec_driver_sql(
             f"INSERT INTO records_fts(rowid, {_FTS_COLUMNS}) "
