@@ -536,6 +536,40 @@ def test_a_build_reports_its_progress_record_by_record(
     assert len(steps) == -(-len(records) // 7) and max(steps) == 7
 
 
+def test_a_build_in_small_chunks_writes_the_cache_one_chunk_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Patterns and near-miss templates seen in an earlier chunk are recognised by their
+    digests (kb.matcher.build SEEN): each is kept once, with its first record, whatever the
+    chunks. The records come twice under new ids, so every one repeats across chunks."""
+    import sqlite3
+
+    from kb.matcher import build
+
+    records = fixture_records()
+    again = [{**record, "id": f"{index:016x}"} for index, record in enumerate(records)]
+
+    def tables(chunk: int) -> dict[str, list[Any]]:
+        monkeypatch.setattr(build, "BUILD_CHUNK", chunk)
+        path = tmp_path / f"cache-{chunk}.sqlite3"
+        build.write_cache_file(sources_from_records(records + again), path, "r1")
+        con = sqlite3.connect(path)
+        try:
+            names = [n for (n,) in con.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+            return {
+                name: sorted(map(repr, con.execute(f"SELECT * FROM {name}")))
+                for name in names
+                if name != "meta"
+            }
+        finally:
+            con.close()
+
+    whole = tables(len(records) * 2)
+    assert tables(7) == whole
+    assert whole["fuzzy"] and whole["patterns"]
+    assert len(whole["records"]) == 2 * len(records)
+
+
 @pytest.mark.parametrize("threaded", [False, True])
 def test_sharded_prefilter_finds_what_one_database_finds(
     index: MatcherIndex, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, threaded: bool
