@@ -541,33 +541,39 @@ def test_a_build_in_small_chunks_writes_the_cache_one_chunk_writes(
 ) -> None:
     """Patterns and near-miss templates seen in an earlier chunk are recognised by their
     digests (kb.matcher.build SEEN): each is kept once, with its first record, whatever the
-    chunks. The records come twice under new ids, so every one repeats across chunks."""
+    chunks. The records come three times: as they are, copied under new ids (every pattern
+    repeats), and with another pattern for the same message (every template repeats, with a
+    pattern of its own that the template's first record does not have)."""
     import sqlite3
 
     from kb.matcher import build
 
     records = fixture_records()
-    again = [{**record, "id": f"{index:016x}"} for index, record in enumerate(records)]
+    copied = [{**record, "id": f"a{index:015x}"} for index, record in enumerate(records)]
+    reworded = [
+        {**record, "id": f"b{index:015x}", "messagePattern": record["messagePattern"] + " again"}
+        for index, record in enumerate(records)
+    ]
 
     def tables(chunk: int) -> dict[str, list[Any]]:
         monkeypatch.setattr(build, "BUILD_CHUNK", chunk)
         path = tmp_path / f"cache-{chunk}.sqlite3"
-        build.write_cache_file(sources_from_records(records + again), path, "r1")
+        build.write_cache_file(sources_from_records(records + copied + reworded), path, "r1")
         con = sqlite3.connect(path)
         try:
             names = [n for (n,) in con.execute("SELECT name FROM sqlite_master WHERE type='table'")]
             return {
-                name: sorted(map(repr, con.execute(f"SELECT * FROM {name}")))
+                name: con.execute(f"SELECT * FROM {name}").fetchall()
                 for name in names
                 if name != "meta"
             }
         finally:
             con.close()
 
-    whole = tables(len(records) * 2)
+    whole = tables(len(records) * 3)
     assert tables(7) == whole
     assert whole["fuzzy"] and whole["patterns"]
-    assert len(whole["records"]) == 2 * len(records)
+    assert len(whole["records"]) == 3 * len(records)
 
 
 @pytest.mark.parametrize("threaded", [False, True])
