@@ -304,9 +304,9 @@ def _alembic_config(engine: Engine) -> Any:
 
 # The table `alembic stamp` keeps the revision in, as Alembic makes it (alembic.ddl.impl,
 # version_table_impl): a new database is stamped here, without Alembic. Importing it and
-# reading the migration scripts took 0.13 s of every first command on a new database, a
-# fifth of a one-record `kb import` (2026-12-06); tests/test_db.py compares this table with
-# the one Alembic's own upgrade makes.
+# reading the migration scripts took 0.15-0.2 s of every first command on a new database: a
+# one-record `kb import` into a new file 0.65-0.71 s with them, 0.50 without (2026-12-06).
+# tests/test_db.py compares this table with the one Alembic's own upgrade makes.
 ALEMBIC_VERSION: Final = Table(
     "alembic_version",
     MetaData(),
