@@ -35,7 +35,7 @@ from sqlalchemy.pool import NullPool
 
 from kb.config import HEAD_REVISION, masked, sqlite_file, sqlite_read_only, sqlite_reader_uri
 from kb.errors import DatabaseError, SchemaOutOfDate
-from kb.models import META, RECORDS, Base
+from kb.models import META, METADATA, RECORDS
 
 # How long a command waits for another process's write lock before giving up (exit 3).
 BUSY_TIMEOUT_MS = 30_000
@@ -318,7 +318,7 @@ ALEMBIC_VERSION: Final = Table(
 def _create_in(conn: Connection) -> None:
     """Every table of a new database, stamped at HEAD_REVISION (what `alembic stamp head`
     does on a database with no version table)."""
-    Base.metadata.create_all(conn)
+    METADATA.create_all(conn)
     ALEMBIC_VERSION.create(conn)
     conn.execute(insert(ALEMBIC_VERSION).values(version_num=HEAD_REVISION))
 

@@ -1,19 +1,22 @@
-"""SQLAlchemy 2 models: the records, what each import did, and tables derived from records.
+"""The tables: the records, what each import did, and tables derived from records.
 
-Alembic owns every schema change (migrations/); `create_all` of this metadata and
-`alembic upgrade head` must agree, and a test proves it.
+SQLAlchemy Core tables, not ORM classes: kb reads and writes them with Core statements only,
+and `sqlalchemy.orm` cost every command that opens a database 60-90 ms to import. Alembic
+owns every schema change (migrations/); `create_all` of this metadata and `alembic upgrade
+head` must agree, and a test proves it on SQLite and PostgreSQL.
 """
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Any, Final, cast
+from typing import Any, Final
 
 from sqlalchemy import (
     JSON,
     Boolean,
+    Column,
     Connection,
     DateTime,
+    Dialect,
     ForeignKey,
     Index,
     Integer,
@@ -22,10 +25,10 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    TypeDecorator,
     event,
 )
-from sqlalchemy.dialects.postgresql import JSONB
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.types import TypeEngine
 
 # Stable constraint names, so migrations can refer to them on every backend.
 NAMING_CONVENTION = {
@@ -35,159 +38,165 @@ NAMING_CONVENTION = {
     "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
     "pk": "pk_%(table_name)s",
 }
+METADATA: Final = MetaData(naming_convention=NAMING_CONVENTION)
 
 
-# JSON on SQLite (text), JSONB on PostgreSQL: stored parsed, so the full-text column reads the
-# tags and solutions without re-parsing, and the rows are smaller.
-JSON_VALUE: Final = JSON().with_variant(JSONB(), "postgresql")
+class JsonValue(TypeDecorator[Any]):
+    """JSON on SQLite (text), JSONB on PostgreSQL: stored parsed, so the full-text column reads
+    the tags and solutions without re-parsing, and the rows are smaller. JSONB is looked up on
+    PostgreSQL only: SQLAlchemy's PostgreSQL dialect, asyncio with it, cost every command 25 ms
+    to import (`JSON().with_variant(JSONB(), ...)` needs it when this module loads)."""
+
+    impl = JSON
+    cache_ok = True
+
+    def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
+        if dialect.name == "postgresql":
+            from sqlalchemy.dialects.postgresql import JSONB
+
+            return dialect.type_descriptor(JSONB())
+        return dialect.type_descriptor(JSON())
 
 
-class Base(DeclarativeBase):
-    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+def _import_id() -> Column[int]:
+    """The import that last wrote the row (kept when that import's history is deleted)."""
+    return Column(
+        "import_id",
+        Integer,
+        ForeignKey("import_runs.id", ondelete="SET NULL"),
+        index=True,
+        nullable=True,
+    )
 
 
-class RecordRow(Base):
-    """One error record: every dataset field as a column, unknown fields in `extra`."""
-
-    __tablename__ = "records"
-
+# One error record: every dataset field as a column, unknown fields in `extra`.
+RECORDS: Final = Table(
+    "records",
+    METADATA,
     # An integer key that never changes (SQLite's VACUUM may renumber an implicit rowid), so
     # the full-text index can refer to rows by it; `id` is the dataset's key.
-    key: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    id: Mapped[str] = mapped_column(String(16), unique=True)
-    repo: Mapped[str] = mapped_column(String(200), index=True)
-    slug: Mapped[str] = mapped_column(String(200), index=True)
-    error_code: Mapped[str | None] = mapped_column(String(200), index=True)
-    error_message: Mapped[str] = mapped_column(Text)
-    message_pattern: Mapped[str] = mapped_column(Text)
-    error_type: Mapped[str] = mapped_column(String(20))
-    error_class: Mapped[str | None] = mapped_column(String(200), index=True)
-    http_status: Mapped[int | None] = mapped_column(Integer)
-    severity: Mapped[str] = mapped_column(String(20))
+    Column("key", Integer, primary_key=True, autoincrement=True),
+    Column("id", String(16), unique=True, nullable=False),
+    Column("repo", String(200), index=True, nullable=False),
+    Column("slug", String(200), index=True, nullable=False),
+    Column("error_code", String(200), index=True),
+    Column("error_message", Text, nullable=False),
+    Column("message_pattern", Text, nullable=False),
+    Column("error_type", String(20), nullable=False),
+    Column("error_class", String(200), index=True),
+    Column("http_status", Integer),
+    Column("severity", String(20), nullable=False),
     # Nullable because stub records from a compact index row do not have them yet.
-    file_path: Mapped[str | None] = mapped_column(Text)
-    line_number: Mapped[int | None] = mapped_column(Integer)
-    source_code: Mapped[str | None] = mapped_column(Text)
-    source_code_start: Mapped[int | None] = mapped_column(Integer)
-    source_code_end: Mapped[int | None] = mapped_column(Integer)
-    github_url: Mapped[str | None] = mapped_column(Text)
-    documentation: Mapped[str | None] = mapped_column(Text)
-    trigger_scenarios: Mapped[str | None] = mapped_column(Text)
-    common_situations: Mapped[str | None] = mapped_column(Text)
-    solutions: Mapped[list[str]] = mapped_column(JSON_VALUE)
-    example_fix: Mapped[str | None] = mapped_column(Text)
-    handling_strategy: Mapped[str | None] = mapped_column(String(20))
-    validation_code: Mapped[str | None] = mapped_column(Text)
-    type_guard: Mapped[str | None] = mapped_column(Text)
-    try_catch_pattern: Mapped[str | None] = mapped_column(Text)
-    prevention_tips: Mapped[list[str]] = mapped_column(JSON_VALUE)
-    tags: Mapped[list[str]] = mapped_column(JSON_VALUE)
-    background_tag: Mapped[str | None] = mapped_column(String(200))
-    analyzed_sha: Mapped[str | None] = mapped_column(String(200))
-    analyzed_at: Mapped[str | None] = mapped_column(String(40))
-    schema_version: Mapped[int] = mapped_column(Integer)
+    Column("file_path", Text),
+    Column("line_number", Integer),
+    Column("source_code", Text),
+    Column("source_code_start", Integer),
+    Column("source_code_end", Integer),
+    Column("github_url", Text),
+    Column("documentation", Text),
+    Column("trigger_scenarios", Text),
+    Column("common_situations", Text),
+    Column("solutions", JsonValue, nullable=False),
+    Column("example_fix", Text),
+    Column("handling_strategy", String(20)),
+    Column("validation_code", Text),
+    Column("type_guard", Text),
+    Column("try_catch_pattern", Text),
+    Column("prevention_tips", JsonValue, nullable=False),
+    Column("tags", JsonValue, nullable=False),
+    Column("background_tag", String(200)),
+    Column("analyzed_sha", String(200)),
+    Column("analyzed_at", String(40)),
+    Column("schema_version", Integer, nullable=False),
+    Column("extra", JsonValue, nullable=False),  # unknown fields, given back on export
+    Column("stub", Boolean, default=False, nullable=False),  # compact index row only
+    Column("dataset_version", String(40)),
+    Column("content_hash", String(64), nullable=False),
+    _import_id(),
+)
 
-    extra: Mapped[dict[str, Any]] = mapped_column(
-        JSON_VALUE
-    )  # unknown fields, given back on export
-    stub: Mapped[bool] = mapped_column(Boolean, default=False)  # compact index row only
-    dataset_version: Mapped[str | None] = mapped_column(String(40))
-    content_hash: Mapped[str] = mapped_column(String(64))
-    import_id: Mapped[int | None] = mapped_column(
-        ForeignKey("import_runs.id", ondelete="SET NULL"), index=True
-    )
+# Derived from records.tags: one row a tag, so tag filters are plain indexed SQL. Keyed by the
+# record's integer key, without a rowid: an import appends its tag rows in key order, where a
+# text id as key scattered millions of them over the whole index (0003).
+RECORD_TAGS: Final = Table(
+    "record_tags",
+    METADATA,
+    Column(
+        "record_key",
+        Integer,
+        ForeignKey("records.key", ondelete="CASCADE"),
+        primary_key=True,
+    ),
+    Column("tag", String(200), primary_key=True),
+    Index("ix_record_tags_tag", "tag"),
+    sqlite_with_rowid=False,
+)
 
+# What one `kb import` did.
+IMPORT_RUNS: Final = Table(
+    "import_runs",
+    METADATA,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("started_at", DateTime(timezone=True), nullable=False),
+    Column("finished_at", DateTime(timezone=True)),
+    Column("sources", JsonValue, nullable=False),
+    Column("dataset_version", String(40)),
+    Column("inserted", Integer, default=0, nullable=False),
+    Column("updated", Integer, default=0, nullable=False),
+    Column("unchanged", Integer, default=0, nullable=False),
+    Column("rejected", Integer, default=0, nullable=False),
+)
 
-class RecordTag(Base):
-    """Derived from records.tags: one row a tag, so tag filters are plain indexed SQL.
+# A repository the dataset was made from, as `repos.json` describes it (DATASET.md).
+REPOSITORIES: Final = Table(
+    "repositories",
+    METADATA,
+    Column("repo", String(200), primary_key=True),
+    Column("description", Text),
+    Column("language", String(100)),
+    Column("stars", Integer),
+    Column("source_files", Integer),
+    Column("default_branch", String(200)),
+    Column("analyzed_sha", String(200)),
+    Column("analyzed_at", String(40)),
+    Column("error_count", Integer),
+    Column("extra", JsonValue, nullable=False),  # unknown fields, kept
+    Column("dataset_version", String(40)),
+    _import_id(),
+)
 
-    Keyed by the record's integer key, without a rowid: an import appends its tag rows in key
-    order, where a text id as key scattered millions of them over the whole index (0003).
-    """
+# A published dataset kb imported by its manifest: which version, and when it was fetched and
+# last checked, so importing the same URL again can stop at an unchanged version.
+DATASET_SOURCES: Final = Table(
+    "dataset_sources",
+    METADATA,
+    Column("location", String(2000), primary_key=True),  # URL or absolute path
+    Column("dataset_version", String(40)),
+    Column("manifest_sha256", String(64), nullable=False),
+    Column("fetched_at", DateTime(timezone=True), nullable=False),
+    Column("checked_at", DateTime(timezone=True), nullable=False),
+    _import_id(),
+)
 
-    __tablename__ = "record_tags"
+# The matcher's cache file for one revision, zlib-compressed in parts, so a machine that has
+# no copy fetches it (a second or so) instead of rebuilding it (a minute at 150k records).
+# Written by whoever built it first (the importer, as a rule); only the newest is kept.
+MATCHER_INDEX: Final = Table(
+    "matcher_index",
+    METADATA,
+    Column("revision", String(64), primary_key=True),
+    Column("format", Integer, primary_key=True),  # kb.matcher.FORMAT_VERSION
+    Column("part", Integer, primary_key=True),
+    Column("data", LargeBinary, nullable=False),
+)
 
-    record_key: Mapped[int] = mapped_column(
-        ForeignKey("records.key", ondelete="CASCADE"), primary_key=True
-    )
-    tag: Mapped[str] = mapped_column(String(200), primary_key=True)
-
-    __table_args__ = (Index("ix_record_tags_tag", "tag"), {"sqlite_with_rowid": False})
-
-
-class ImportRun(Base):
-    """What one `kb import` did."""
-
-    __tablename__ = "import_runs"
-
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
-    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
-    sources: Mapped[list[str]] = mapped_column(JSON_VALUE)
-    dataset_version: Mapped[str | None] = mapped_column(String(40))
-    inserted: Mapped[int] = mapped_column(Integer, default=0)
-    updated: Mapped[int] = mapped_column(Integer, default=0)
-    unchanged: Mapped[int] = mapped_column(Integer, default=0)
-    rejected: Mapped[int] = mapped_column(Integer, default=0)
-
-
-class RepositoryRow(Base):
-    """A repository the dataset was made from, as `repos.json` describes it (DATASET.md)."""
-
-    __tablename__ = "repositories"
-
-    repo: Mapped[str] = mapped_column(String(200), primary_key=True)
-    description: Mapped[str | None] = mapped_column(Text)
-    language: Mapped[str | None] = mapped_column(String(100))
-    stars: Mapped[int | None] = mapped_column(Integer)
-    source_files: Mapped[int | None] = mapped_column(Integer)
-    default_branch: Mapped[str | None] = mapped_column(String(200))
-    analyzed_sha: Mapped[str | None] = mapped_column(String(200))
-    analyzed_at: Mapped[str | None] = mapped_column(String(40))
-    error_count: Mapped[int | None] = mapped_column(Integer)
-    extra: Mapped[dict[str, Any]] = mapped_column(JSON_VALUE)  # unknown fields, kept
-    dataset_version: Mapped[str | None] = mapped_column(String(40))
-    import_id: Mapped[int | None] = mapped_column(
-        ForeignKey("import_runs.id", ondelete="SET NULL"), index=True
-    )
-
-
-class DatasetSource(Base):
-    """A published dataset kb imported by its manifest: which version, and when it was fetched
-    and last checked, so importing the same URL again can stop at an unchanged version."""
-
-    __tablename__ = "dataset_sources"
-
-    location: Mapped[str] = mapped_column(String(2000), primary_key=True)  # URL or absolute path
-    dataset_version: Mapped[str | None] = mapped_column(String(40))
-    manifest_sha256: Mapped[str] = mapped_column(String(64))
-    fetched_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
-    checked_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
-    import_id: Mapped[int | None] = mapped_column(
-        ForeignKey("import_runs.id", ondelete="SET NULL"), index=True
-    )
-
-
-class MatcherIndexPart(Base):
-    """The matcher's cache file for one revision, zlib-compressed in parts, so a machine that
-    has no copy fetches it (a second or so) instead of rebuilding it (a minute at 150k records).
-    Written by whoever built it first (the importer, as a rule); only the newest is kept."""
-
-    __tablename__ = "matcher_index"
-
-    revision: Mapped[str] = mapped_column(String(64), primary_key=True)
-    format: Mapped[int] = mapped_column(Integer, primary_key=True)  # kb.matcher.FORMAT_VERSION
-    part: Mapped[int] = mapped_column(Integer, primary_key=True)
-    data: Mapped[bytes] = mapped_column(LargeBinary)
-
-
-class Meta(Base):
-    """Key/value facts about the knowledge base, such as its content revision."""
-
-    __tablename__ = "kb_meta"
-
-    key: Mapped[str] = mapped_column(String(100), primary_key=True)
-    value: Mapped[str] = mapped_column(Text)
+# Key/value facts about the knowledge base, such as its content revision.
+META: Final = Table(
+    "kb_meta",
+    METADATA,
+    Column("key", String(100), primary_key=True),
+    Column("value", Text, nullable=False),
+)
 
 
 # The full-text index (search.py): FTS5 over the records' words. The importer keeps it in
@@ -279,18 +288,5 @@ def not_derived(name: str | None, type_: str, parent_names: object) -> bool:
         return name not in PG_ONLY_INDEXES
     return True
 
-
-def _table(model: type[Base]) -> Table:
-    return cast(Table, model.__table__)
-
-
-# The tables as Core objects, for bulk statements that bypass the ORM.
-RECORDS: Final = _table(RecordRow)
-RECORD_TAGS: Final = _table(RecordTag)
-IMPORT_RUNS: Final = _table(ImportRun)
-META: Final = _table(Meta)
-REPOSITORIES: Final = _table(RepositoryRow)
-DATASET_SOURCES: Final = _table(DatasetSource)
-MATCHER_INDEX: Final = _table(MatcherIndexPart)
 
 event.listen(RECORDS, "after_create", _create_fts)

@@ -19,7 +19,7 @@ T = TypeVar("T")
 # Values bound in one `IN (...)`: below SQLite's old limit of 999 parameters per statement,
 # and big enough that a look-up of thousands of ids is a handful of round trips.
 IN_CHUNK: Final = 500
-META_TABLE: Final = "kb_meta"  # kb/models.py Meta
+META_TABLE: Final = "kb_meta"  # kb/models.py META
 # Columns stored as JSON text on SQLite; PostgreSQL's driver hands them over decoded.
 _JSON_COLUMNS: Final = frozenset({"solutions", "prevention_tips", "tags"})
 _RECORD_COLUMNS: Final = (*COLUMNS, "extra", "stub")

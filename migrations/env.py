@@ -5,10 +5,10 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy import Connection, create_engine
 
-from kb.models import Base, not_derived
+from kb.models import METADATA, not_derived
 
 config = context.config
-target_metadata = Base.metadata
+target_metadata = METADATA
 
 
 def run_migrations_offline() -> None:

@@ -19,7 +19,7 @@ from sqlalchemy import inspect
 from kb import db
 from kb.config import HEAD_REVISION, resolve_database_url, to_url
 from kb.knowledge import KnowledgeBase
-from kb.models import Base, not_derived
+from kb.models import METADATA, not_derived
 from tests.conftest import RECORDS40, SEED, corpus_records, seed_record
 
 
@@ -77,7 +77,7 @@ def test_alembic_upgrade_head_and_create_all_make_the_same_schema(tmp_path: Path
     assert schema_of(created) == schema_of(migrated)
     with migrated.connect() as conn:
         context = MigrationContext.configure(conn, opts={"include_name": not_fts})
-        assert compare_metadata(context, Base.metadata) == []
+        assert compare_metadata(context, METADATA) == []
     assert fts_objects(created) == fts_objects(migrated)
     assert table_ddl(created, "record_tags") == table_ddl(migrated, "record_tags")
     # kb stamps a new database itself (kb.db.ALEMBIC_VERSION): Alembic's own table, and a
@@ -375,7 +375,7 @@ def test_upgrade_head_and_create_all_make_the_same_schema_on_postgresql(pg_serve
         assert schema_of(created) == schema_of(migrated)
         with migrated.connect() as conn:
             context = MigrationContext.configure(conn, opts={"include_name": not_derived})
-            assert compare_metadata(context, Base.metadata) == []
+            assert compare_metadata(context, METADATA) == []
 
         def derived(engine: Any) -> list[tuple[Any, ...]]:
             with engine.connect() as conn:

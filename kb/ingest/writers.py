@@ -14,12 +14,12 @@ import operator
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
-from sqlalchemy import JSON, bindparam, delete, func, insert, select, update
+from sqlalchemy import bindparam, delete, func, insert, select, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import OperationalError
 
 from kb.jsontext import spelt_exactly, stored_strings, stored_text
-from kb.models import FTS_COLUMNS, RECORD_TAGS, RECORDS
+from kb.models import FTS_COLUMNS, RECORD_TAGS, RECORDS, JsonValue
 from kb.records import KEY_TO_COLUMN, Record
 
 COLUMN_TO_KEY: Final = {column: key for key, column in KEY_TO_COLUMN.items()}
@@ -453,7 +453,7 @@ def _tag_rows(tagged: list[tuple[int, list[str]]]) -> list[tuple[int, str]]:
 
 
 _JSON_COLUMNS: Final = frozenset(
-    column.name for column in RECORDS.columns if isinstance(column.type, JSON)
+    column.name for column in RECORDS.columns if isinstance(column.type, JsonValue)
 )
 # The JSON columns kb.records checks hold a list of strings and nothing else (the rest, the
 # unknown fields, hold any JSON).
