@@ -89,6 +89,36 @@ def test_alembic_upgrade_head_and_create_all_make_the_same_schema(tmp_path: Path
     assert db.current_revision(created) == db.current_revision(migrated) == HEAD_REVISION
 
 
+# Names of every module a `kb` command imported, written when it exits.
+MODULES_AT_EXIT = (
+    "import atexit, json, sys\n"
+    "out = sys.argv[1]\n"
+    "atexit.register(lambda: open(out, 'w').write(json.dumps(sorted(sys.modules))))\n"
+    "sys.argv = ['kb', *sys.argv[2:]]\n"
+    "from kb.cli import main\n"
+    "main()\n"
+)
+
+
+def test_a_command_on_sqlite_imports_neither_the_orm_nor_the_postgresql_dialect(
+    tmp_path: Path,
+) -> None:
+    """kb.models' tables are Core and JSONB is looked up on PostgreSQL only: the ORM and the
+    PostgreSQL dialect (with asyncio's drivers) cost each command 0.1 s to import."""
+    modules_file = tmp_path / "modules.json"
+    db_file = tmp_path / "kb.sqlite3"
+    for args in (["import", "-q", str(SEED)], ["db", "current"]):
+        subprocess.run(
+            [sys.executable, "-c", MODULES_AT_EXIT, str(modules_file), "--db", str(db_file), *args],
+            check=True,
+            capture_output=True,
+        )
+        modules = set(json.loads(modules_file.read_text()))
+        assert "kb.models" in modules and "sqlalchemy" in modules  # it did open the database
+        unwanted = ("sqlalchemy.orm", "sqlalchemy.dialects.postgresql")
+        assert sorted(m for m in modules if m.startswith(unwanted)) == [], args
+
+
 def test_new_database_is_created_at_head_in_the_user_data_dir(invoke: Any, runner: Any) -> None:
     from kb.cli import cli
 
