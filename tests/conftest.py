@@ -104,6 +104,19 @@ def db_url(database: str, request: pytest.FixtureRequest, tmp_path: Path) -> str
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SEED = FIXTURES / "seed_record.txt"
+
+
+# Runs the CLI as `kb ARGS...` and writes the names of every module it imported to a file
+# (`python -c LIST_MODULES_AT_EXIT FILE ARGS...`).
+LIST_MODULES_AT_EXIT = (
+    "import atexit, json, sys\n"
+    "out = sys.argv[1]\n"
+    "atexit.register(lambda: open(out, 'w').write(json.dumps(sorted(sys.modules))))\n"
+    "sys.argv = ['kb', *sys.argv[2:]]\n"
+    "from kb.cli import main\n"
+    "main()\n"
+)
+
 RECORDS40 = FIXTURES / "records40.jsonl"
 
 # Runs the CLI as `kb ARGS...`; an atexit handler says it ran and leaves an object that says

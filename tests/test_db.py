@@ -20,7 +20,7 @@ from kb import db
 from kb.config import HEAD_REVISION, resolve_database_url, to_url
 from kb.knowledge import KnowledgeBase
 from kb.models import METADATA, not_derived
-from tests.conftest import RECORDS40, SEED, corpus_records, seed_record
+from tests.conftest import LIST_MODULES_AT_EXIT, RECORDS40, SEED, corpus_records, seed_record
 
 
 def schema_of(engine: Any) -> dict[str, Any]:
@@ -89,17 +89,6 @@ def test_alembic_upgrade_head_and_create_all_make_the_same_schema(tmp_path: Path
     assert db.current_revision(created) == db.current_revision(migrated) == HEAD_REVISION
 
 
-# Names of every module a `kb` command imported, written when it exits.
-MODULES_AT_EXIT = (
-    "import atexit, json, sys\n"
-    "out = sys.argv[1]\n"
-    "atexit.register(lambda: open(out, 'w').write(json.dumps(sorted(sys.modules))))\n"
-    "sys.argv = ['kb', *sys.argv[2:]]\n"
-    "from kb.cli import main\n"
-    "main()\n"
-)
-
-
 def test_a_command_on_sqlite_imports_neither_the_orm_nor_the_postgresql_dialect(
     tmp_path: Path,
 ) -> None:
@@ -108,11 +97,8 @@ def test_a_command_on_sqlite_imports_neither_the_orm_nor_the_postgresql_dialect(
     modules_file = tmp_path / "modules.json"
     db_file = tmp_path / "kb.sqlite3"
     for args in (["import", "-q", str(SEED)], ["db", "current"]):
-        subprocess.run(
-            [sys.executable, "-c", MODULES_AT_EXIT, str(modules_file), "--db", str(db_file), *args],
-            check=True,
-            capture_output=True,
-        )
+        script = [sys.executable, "-c", LIST_MODULES_AT_EXIT, str(modules_file)]
+        subprocess.run([*script, "--db", str(db_file), *args], check=True, capture_output=True)
         modules = set(json.loads(modules_file.read_text()))
         assert "kb.models" in modules and "sqlalchemy" in modules  # it did open the database
         unwanted = ("sqlalchemy.orm", "sqlalchemy.dialects.postgresql")

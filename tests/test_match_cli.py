@@ -14,7 +14,7 @@ import pytest
 
 from kb import quick
 from kb.config import cache_dir_for
-from tests.conftest import SEED, kb_noting_its_end
+from tests.conftest import LIST_MODULES_AT_EXIT, SEED, kb_noting_its_end
 
 pytestmark = pytest.mark.databases  # each test on SQLite and on PostgreSQL
 
@@ -156,15 +156,6 @@ def test_cold_quick_path_and_full_path_give_the_same_answer(tmp_path: Path) -> N
     assert json.loads(quick_run.stdout)["matches"][0]["id"] == "46a1fcb95e0d367e"
 
 
-# Runs the CLI as `kb ARGS...` and writes the names of every module it imported to a file.
-LIST_MODULES_AT_EXIT = (
-    "import atexit, json, sys\n"
-    "out = sys.argv[1]\n"
-    "atexit.register(lambda: open(out, 'w').write(json.dumps(sorted(sys.modules))))\n"
-    "sys.argv = ['kb', *sys.argv[2:]]\n"
-    "from kb.cli import main\n"
-    "main()\n"
-)
 # What a cold `kb match` has no use for: the database layer, the matcher's build and the user
 # folders' library (kb.config reads the XDG rules itself), and for a log too small to split the
 # C heap's settings (kb.matcher.heap); and, unless a near miss is tried, the near-miss search
