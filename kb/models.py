@@ -59,7 +59,7 @@ class JsonValue(TypeDecorator[Any]):
 
 
 def _import_id() -> Column[int]:
-    """The import that last wrote the row (kept when that import's history is deleted)."""
+    """The import run that last wrote the row (set to NULL if that run is deleted)."""
     return Column(
         "import_id",
         Integer,
