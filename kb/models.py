@@ -55,7 +55,7 @@ class JsonValue(TypeDecorator[Any]):
             from sqlalchemy.dialects.postgresql import JSONB
 
             return dialect.type_descriptor(JSONB())
-        return dialect.type_descriptor(JSON())
+        return self.impl_instance  # JSON, as TypeDecorator's own default
 
 
 def _import_id() -> Column[int]:
