@@ -27,11 +27,15 @@ COLUMN_TO_KEY: Final = {column: key for key, column in KEY_TO_COLUMN.items()}
 # FTS5 while the importer fills it: a larger in-memory term table (fewer, larger level-0
 # segments) and merges of 8 segments, not 4, so each entry is rewritten fewer times.
 FTS_IMPORT_CONFIG: Final = {"hashsize": 16 << 20, "automerge": 8}
-# Filling an empty index: no merges while it fills (only a crisis merge of 64 segments, far
-# below FTS5's limit of 2,000), then one 'optimize' into a single segment. At 69,652 records
-# 9.7 s with the optimize against 11.8 s for the fill above (same loaded machine), and a
-# search then reads one segment a term, not dozens.
-FTS_BULK_CONFIG: Final = {"hashsize": 16 << 20, "automerge": 0, "crisismerge": 64}
+# Filling an empty index: no merges while it fills, then one 'optimize' into a single
+# segment. At 69,652 records 9.7 s with the optimize against 11.8 s for the fill above (same
+# loaded machine), and a search then reads one segment a term, not dozens. The crisis merge
+# comes at 512 segments of a level: spare()'s chunks are a segment each, and at 64 (before
+# 2026-12-06) the 70 or so of a 150,000-record import were merged once before the optimize
+# merged them again (fill and optimize of a copy of those records, 70 chunks then the rest:
+# 3.41-3.55 s at 64, 3.19-3.44 at 1,000, three rounds). FTS5 refuses a 2,000th segment
+# (SQLITE_FULL): two levels of 511 stay far below it.
+FTS_BULK_CONFIG: Final = {"hashsize": 16 << 20, "automerge": 0, "crisismerge": 512}
 FTS_DEFAULT_CONFIG: Final = {"hashsize": 1 << 20, "automerge": 4, "crisismerge": 16}  # FTS5's own
 # A first load gives the index leaves as large as one database page holds (pgsz, kept by the
 # index from then on): FTS5's own 4,050 bytes suit 4 KB pages, and on kb's 16 KB pages they
