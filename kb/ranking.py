@@ -64,12 +64,6 @@ SECONDS_PER_ENTRY: Final = 70e-9
 # against 3.96, "KeyError index" (4,881) 2.29 against 4.74, "tensor shape" (5,560) 2.50
 # against 5.64. It may score as many records more.
 SECONDS_PER_NATIVE_RECORD: Final = 4e-6
-# kb_bm25 in C in a statement that scores alone (FTS5's table only, no join; kb.broad), with
-# the walk: 0.4-0.7 us a record beyond the walk (at a million records, 2026-12-05: "model",
-# 176,118 records, 83 ms against a walk of 6; "be a", 64,694, 54 against 20); a microsecond
-# to be safe. Where that is less than FTS5's bm25's walks of the ranked words' records cost,
-# kb.broad has it score the records that do not hold the query's phrase too.
-SECONDS_PER_NATIVE_SCORE: Final = 1e-6
 MIN_SCORED: Final = 100  # a millisecond: never worth a count and FTS5's walks to save
 # Not tried at all where the sample says the query finds this many times the records kb_bm25
 # may score: it would give up, having scored them for nothing. The sample's bound (the rarest
@@ -170,12 +164,6 @@ def most_scored(walked: float, per_record: float = SECONDS_PER_RECORD) -> int:
     `walked` record-list entries (the ranking's words' records, estimated), MIN_SCORED at
     least."""
     return max(MIN_SCORED, int(walked * SECONDS_PER_ENTRY / per_record))
-
-
-def scoring_pays(found: int, walked: int) -> bool:
-    """Whether kb_bm25 in C scores `found` records in less time than FTS5's bm25 walks
-    `walked` record-list entries (the ranked words' records, counted) to rank them."""
-    return found * SECONDS_PER_NATIVE_SCORE < walked * SECONDS_PER_ENTRY
 
 
 def idf(records: int, holding: int) -> float:

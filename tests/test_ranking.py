@@ -93,6 +93,7 @@ def _search(
             patched.setattr("kb.search.most_scored", lambda *_: 10**9)
         else:
             patched.setattr(Searcher, "_own_ranking", lambda *_: None)
+            patched.setattr(Searcher, "_rest_scores", lambda *_: None)
         patched.setattr(Ranker, "rows", counting)
         return kb.search_by(query, filters, 20), used
 
@@ -469,7 +470,6 @@ def test_a_query_that_finds_many_reads_only_its_best_records_and_ranks_them_alik
     rest = 0
     if own_scores == "rest":
         _native_or_skip()
-        monkeypatch.setattr("kb.search.scoring_pays", lambda *_: True)
         scores_of = kb.broad._best_scored
 
         def rest_scored(*args: Any) -> Any:
