@@ -320,7 +320,7 @@ def _drop_secondary_indexes(conn: Connection) -> list[str]:
 # (COPY into a temporary table, then INSERT ... SELECT ... ON CONFLICT). Measured on the
 # 69,652-record corpus (benchmarks/bench_postgres.py --write-methods): see PG_WRITE_NOTE.
 PG_WRITE_METHOD = "values"
-PG_WRITE_NOTE: Final = "benchmarks/RESULTS.md, section PostgreSQL"
+PG_WRITE_NOTE: Final = "benchmarks/HISTORY.md, section PostgreSQL beside SQLite"
 PG_STAGING: Final = "kb_import_staging"
 
 
