@@ -532,7 +532,7 @@ class Searcher:
         None without a ranker in C (FTS5's bm25 ranks them then).
 
         Always, where there is one: it scores a record in 0.4-0.7 us beyond the walk of the
-        query's expression, and FTS5's bm25 in 1.1-1.6 us beyond the walk of the ranked
+        query's expression, and FTS5's bm25 in 1.0-1.4 us beyond the walk of the ranked
         words' records (at a million records, 2026-12-06: "model", 176,118 records, 207 ms
         against a walk of 8; "RuntimeError" AND "unexpected", 61,875, 68 against 6; "be" AND
         "a", 115,651, 165 against 17). Until then it was asked only where its records cost

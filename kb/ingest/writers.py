@@ -30,11 +30,13 @@ FTS_IMPORT_CONFIG: Final = {"hashsize": 16 << 20, "automerge": 8}
 # Filling an empty index: no merges while it fills, then one 'optimize' into a single
 # segment. At 69,652 records 9.7 s with the optimize against 11.8 s for the fill above (same
 # loaded machine), and a search then reads one segment a term, not dozens. The crisis merge
-# comes at 512 segments of a level: spare()'s chunks are a segment each, and at 64 (before
-# 2026-12-06) the 70 or so of a 150,000-record import were merged once before the optimize
-# merged them again (fill and optimize of a copy of those records, 70 chunks then the rest:
-# 3.41-3.55 s at 64, 3.19-3.44 at 1,000, three rounds). FTS5 refuses a 2,000th segment
-# (SQLITE_FULL): two levels of 511 stay far below it.
+# comes at 512 segments of a level, not 64 (before 2026-12-06): each spare() chunk is a
+# segment, and so is each 16 MB the fill's term table holds, and at a million records those
+# reached 64 and were merged in a crisis before the optimize merged everything again. Fill
+# and optimize of a copy of the 1M records (100 chunks of 1,000 rows, then the rest in one
+# statement): 27.0-27.5 s at 64, 24.0-25.2 at 512 (two rounds in turns). At 150,000 records
+# no level reaches 64 (2-23 chunks counted in three imports), and nothing changes there.
+# FTS5 refuses a 2,000th segment (SQLITE_FULL): two levels of 511 stay far below it.
 FTS_BULK_CONFIG: Final = {"hashsize": 16 << 20, "automerge": 0, "crisismerge": 512}
 FTS_DEFAULT_CONFIG: Final = {"hashsize": 1 << 20, "automerge": 4, "crisismerge": 16}  # FTS5's own
 # A first load gives the index leaves as large as one database page holds (pgsz, kept by the
