@@ -104,7 +104,7 @@ def db_url(database: str, request: pytest.FixtureRequest, tmp_path: Path) -> str
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SEED = FIXTURES / "seed_record.txt"
-
+RECORDS40 = FIXTURES / "records40.jsonl"
 
 # Runs the CLI as `kb ARGS...` and writes the names of every module it imported to a file
 # (`python -c LIST_MODULES_AT_EXIT FILE ARGS...`).
@@ -116,8 +116,6 @@ LIST_MODULES_AT_EXIT = (
     "from kb.cli import main\n"
     "main()\n"
 )
-
-RECORDS40 = FIXTURES / "records40.jsonl"
 
 # Runs the CLI as `kb ARGS...`; an atexit handler says it ran and leaves an object that says
 # so when the interpreter's finalization frees it (made then, so no earlier gc.freeze() keeps
