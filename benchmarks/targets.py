@@ -1,6 +1,7 @@
-"""Issue 15's targets, each judged on the figures of one run of benchmarks/run.py: what the
-target asks, the figure this run measured, and the verdict (met, not met, or not measured when
-the run had no such size or the measurement did not finish).
+"""The benchmark's targets, each judged on the figures of one run of benchmarks/run.py: what
+the target asks, who set it (issue 15, issue 5 before it, or kb itself beyond both), the figure
+this run measured, and the verdict (met, not met, or not measured when the run had no such size
+or the measurement did not finish).
 
 Plain data: a Target names the size it is judged at (None: every size the run measured), how
 its figure is read from one size's results, and the bound. Nothing here is hand-entered: a
@@ -16,6 +17,11 @@ from typing import Any, Final
 
 MILLION: Final = 1_000_000
 ONE_FIVE_OH: Final = 150_000
+# Who set a target: the issues' own words, or kb's, where a session held kb to more than an
+# issue asked (the import's parity at 1M: issue 15 asks for it at 150,000, the dataset's size).
+ISSUE_15: Final = "issue 15"
+ISSUE_5: Final = "issue 5"
+KB_ITSELF: Final = "kb, beyond issue 15"
 
 # A size's results (run.py's dict) and big.log's size in MB -> the figure, or None when the
 # measurement behind it did not finish.
@@ -27,6 +33,7 @@ class Target:
     text: str  # what the issue asks
     size: int | None  # the record count it is judged at; None: every size measured
     figure: Figure
+    origin: str  # who set it: ISSUE_15, ISSUE_5 or KB_ITSELF
     at_least: float | None = None  # met when figure >= at_least ...
     below: float | None = None  # ... or when figure < below
     unit: str = ""
@@ -79,6 +86,7 @@ TARGETS: Final = (
         "and the same pairs from the first match after an import elsewhere",
         None,
         _correct,
+        origin=ISSUE_15,
         at_least=1.0,
         passed=True,
     ),
@@ -87,13 +95,21 @@ TARGETS: Final = (
         "speed ratio",
         ONE_FIVE_OH,
         _import_ratio,
+        origin=ISSUE_15,
         at_least=1.0,
     ),
-    Target("the same at 1M: speed ratio", MILLION, _import_ratio, at_least=1.0),
+    Target(
+        "the same at 1M: speed ratio",
+        MILLION,
+        _import_ratio,
+        origin=KB_ITSELF,
+        at_least=1.0,
+    ),
     Target(
         "cold `kb match` of big.log at least 100 MB/s",
         ONE_FIVE_OH,
         _big_mb_s,
+        origin=ISSUE_15,
         at_least=100.0,
         unit=" MB/s",
         digits=0,
@@ -102,6 +118,7 @@ TARGETS: Final = (
         "cold `kb match` of paste.log under 0.3 s",
         MILLION,
         _seconds("cold_paste"),
+        origin=ISSUE_15,
         below=0.3,
         unit=" s",
         digits=3,
@@ -110,6 +127,7 @@ TARGETS: Final = (
         "cold `kb match` of big.log at least 50 MB/s",
         MILLION,
         _big_mb_s,
+        origin=ISSUE_15,
         at_least=50.0,
         unit=" MB/s",
         digits=0,
@@ -118,6 +136,7 @@ TARGETS: Final = (
         "search, warm: median under 20 ms (sealed queries)",
         MILLION,
         _search_ms(0),
+        origin=ISSUE_15,
         below=20.0,
         unit=" ms",
         digits=1,
@@ -126,6 +145,7 @@ TARGETS: Final = (
         "search, warm: p95 under 100 ms (sealed queries)",
         MILLION,
         _search_ms(1),
+        origin=ISSUE_15,
         below=100.0,
         unit=" ms",
         digits=1,
@@ -134,6 +154,7 @@ TARGETS: Final = (
         "cold `kb match` of paste.log under 0.5 s",
         ONE_FIVE_OH,
         _seconds("cold_paste"),
+        origin=ISSUE_5,
         below=0.5,
         unit=" s",
         digits=3,
@@ -142,6 +163,7 @@ TARGETS: Final = (
         "cold `kb match` of paste.log under 1 s",
         MILLION,
         _seconds("cold_paste"),
+        origin=ISSUE_5,
         below=1.0,
         unit=" s",
         digits=3,
@@ -150,6 +172,7 @@ TARGETS: Final = (
         "`kb import` peak RSS under 300 MB",
         MILLION,
         _rss("kb_cli_import"),
+        origin=ISSUE_5,
         below=300.0,
         unit=" MB",
         digits=0,
@@ -158,6 +181,7 @@ TARGETS: Final = (
         "cold `kb match` of big.log: peak RSS under 400 MB",
         None,
         _rss("cold_big"),
+        origin=ISSUE_5,
         below=400.0,
         unit=" MB",
         digits=0,
