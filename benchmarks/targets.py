@@ -30,7 +30,7 @@ Figure = Callable[[dict[str, Any], float], float | None]
 
 @dataclass(frozen=True)
 class Target:
-    text: str  # what the issue asks
+    text: str  # what the target asks
     size: int | None  # the record count it is judged at; None: every size measured
     figure: Figure
     origin: str  # who set it: ISSUE_15, ISSUE_5 or KB_ITSELF

@@ -107,7 +107,7 @@ def test_search_is_judged_on_the_sealed_queries_not_the_development_ones() -> No
     )
 
 
-def test_each_target_says_who_set_it_and_kb_own_are_not_passed_off_as_the_issue() -> None:
+def test_each_target_says_who_set_it_and_kbs_own_is_not_called_the_issues() -> None:
     """Issue 15 asks for the import's parity at 150,000 records; the same at 1M is kb's own."""
     origin = {t.text: t.origin for t in TARGETS}
     ratio = next(t for t in TARGETS if t.text.startswith("`kb import` (with"))
