@@ -8,19 +8,20 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from kb import logtext
-from kb.matcher import MatcherIndex, bigfile, build_index, prescan, sources_from_records
+from kb.matcher import MatcherIndex, bigfile, build_index, children, prescan, sources_from_records
 from kb.matcher.cachefile import CACHE_FILE
 from kb.matcher.prefilter import hits_at, pytest_locations
 from kb.matcher.rank import MatchReport
 from kb.matcher.scan import LogScan
 from tests.test_matcher import EXTRA, fixture_records
-from tests.test_split import big_log, reading, report_of
+from tests.test_split import SLOW_EXIT_S, big_log, process_state, reading, report_of
 
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux") or len(os.sched_getaffinity(0)) < 2,
@@ -226,6 +227,36 @@ def test_a_helper_is_stopped_and_reaped_when_no_longer_wanted(
     helper.close()  # twice: nothing more
     with pytest.raises(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)
+
+
+def test_a_helper_that_sent_its_hits_is_not_waited_for_yet_is_reaped(
+    cache_dir: Path, tmp_path: Path, cut_small: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The helper ends its pipe as soon as its hits are written: the match takes them and goes
+    on while the helper exits (here, slowly), and reap_children (run at exit) reaps it."""
+    log = big_log(tmp_path / "big.log", lead=5)
+    parent, exit_now = os.getpid(), os._exit
+
+    def slow_exit(status: int) -> None:
+        if os.getpid() != parent:
+            time.sleep(SLOW_EXIT_S)
+        exit_now(status)
+
+    monkeypatch.setattr(os, "_exit", slow_exit)
+    helper = prescan.start(str(log), cache_file=cache_dir / CACHE_FILE)
+    assert helper is not None and helper._pid is not None
+    pid = helper._pid
+    index = fresh_index(cache_dir)
+    started = time.monotonic()
+    with open(log, "rb") as fh:
+        found = helper.result(fh.fileno(), index.revision, index._reader.identity)
+    assert found is not None and time.monotonic() - started < SLOW_EXIT_S
+    assert process_state(pid) not in ("", "Z")  # still exiting, its hits taken
+    assert pid in children._exiting and helper._pid is None
+    children.reap_children()
+    with pytest.raises(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)
+    assert children._exiting == []
 
 
 def test_no_helper_for_a_small_file_a_pipe_or_a_missing_file(tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ from kb.matcher import (
     MatcherIndex,
     bigfile,
     build_index,
+    children,
     load_index,
     sources_from_records,
     split,
@@ -293,25 +294,25 @@ def test_a_childs_exit_is_not_waited_for_yet_every_child_is_reaped(
     monkeypatch.setattr(os, "_exit", slow_exit)
     assert "parts" in index.match(log, split=True).stats
     (first,) = forked
-    assert _state(first) not in ("", "Z")  # the match is over, its child still exiting
-    assert split._exiting == [first]
+    assert process_state(first) not in ("", "Z")  # the match is over, its child still exiting
+    assert children._exiting == [first]
     deadline = time.monotonic() + 30
-    while _state(first) != "Z":  # exited, not yet reaped: a zombie only its parent can clear
+    while process_state(first) != "Z":  # exited, not yet reaped: a zombie only its parent can clear
         assert time.monotonic() < deadline, f"child {first} did not exit"
         time.sleep(0.01)
     index.match(log, split=True)
     with pytest.raises(ChildProcessError):
         os.waitpid(first, os.WNOHANG)  # reaped by the second match
     second = forked[1]
-    assert split._exiting == [second]
-    split.reap_children()
+    assert children._exiting == [second]
+    children.reap_children()
     with pytest.raises(ChildProcessError):
         os.waitpid(second, os.WNOHANG)
     assert not Path(f"/proc/{second}").exists()
-    assert split._exiting == []
+    assert children._exiting == []
 
 
-def _state(pid: int) -> str:
+def process_state(pid: int) -> str:
     """A process's state letter from /proc ("Z": a zombie), "" when there is no such process."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()

@@ -124,6 +124,7 @@ class MatcherIndex:
                 found = halves.plan(text, before_counting=lambda: self._ready_to_split(prescan))
                 hits = None
                 if found is not None and prescan is not None:
+                    halves.prepare()  # while the helper may still scan
                     if prescan.leading:  # the shards it does not scan with, while it scans
                         self._prefilter.load(prescan.leading)
                     hits = prescan.result(found.fd, self.revision, self._reader.identity)

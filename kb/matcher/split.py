@@ -22,8 +22,6 @@ records 0.738 against 0.860.
 
 from __future__ import annotations
 
-import atexit
-import contextlib
 import io
 import os
 from collections.abc import Callable
@@ -31,6 +29,7 @@ from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Final, NamedTuple, cast
 
 from kb.matcher.bigfile import cuttable
+from kb.matcher.children import reap_later
 
 if TYPE_CHECKING:
     from kb.matcher.prescan import Prescanned
@@ -220,6 +219,24 @@ def _range(fd: int, start: int, end: int) -> IO[bytes]:
     return cast(IO[bytes], _Range(fd, start, end))  # what kb.logtext.blocks reads of it
 
 
+def prepare() -> None:
+    """What both parts of a big log import, imported once, before the fork: RE2 for the
+    verification and the pass over unexplained lines (after it, both processes paid for them,
+    the child on the critical path), the parts' reading, pickle and signal. Here, not at the
+    top: `kb match` imports this module for every log it reads, and only a big file gets this
+    far (pickle and signal: about 2 ms of a 110 ms cold paste). A match that waits for a
+    helper's hits (kb.matcher.prescan) calls it first: the 4.5-6.5 ms these take at 150,000
+    records then pass while the helper still scans, not between its hits and the fork
+    (2026-12-06)."""
+    import pickle  # noqa: F401
+    import signal  # noqa: F401
+
+    import re2  # noqa: F401
+
+    from kb import logtext, regex  # noqa: F401
+    from kb.matcher import unexplained  # noqa: F401
+
+
 def run(
     found: Plan, new_scan: Callable[[], LogScan], hits: Prescanned | None = None
 ) -> LogScan | None:
@@ -227,20 +244,12 @@ def run(
     parts found merged into it. None when no child can be started (then read it in one pass).
     `hits`: the whole file's prefilter hits (kb.matcher.prescan), which both parts then take
     instead of scanning."""
-    # here, not at the top: `kb match` imports this module for every log it reads, and only
-    # a big file gets this far (pickle and signal: about 2 ms of a 110 ms cold paste)
     import pickle
     import signal
 
-    # What both parts of a big log import, imported once, before the fork: RE2 for the
-    # verification and the pass over unexplained lines (after it, both processes paid for them,
-    # the child on the critical path).
-    import re2  # noqa: F401
-
-    from kb import regex  # noqa: F401
     from kb.logtext import blocks
-    from kb.matcher import unexplained  # noqa: F401
 
+    prepare()
     read_end, write_end = os.pipe()
     try:
         pid = os.fork()
@@ -261,7 +270,7 @@ def run(
         os.kill(pid, signal.SIGKILL)  # Ctrl-C, or an error here: the child's work is moot
         os.waitpid(pid, 0)
         raise
-    _reap_later(pid)
+    reap_later(pid)  # its exit not waited for (kb.matcher.children)
     try:
         second = pickle.loads(payload) if payload else None
     except Exception:  # a child cut short mid-write
@@ -269,35 +278,6 @@ def run(
     if not isinstance(second, Part):
         second = _second(found, new_scan(), hits)
     return _merged(first, second, found.cut_line)
-
-
-# Children whose part was read, reaped once they are gone: a child's exit, the kernel freeing
-# the memory it copied, took 5-7 ms after its part was written (big.log at 150,000 and 1M
-# records, 2026-12-05), and the parent waited for it before folding the parts and writing the
-# report. Each call reaps those gone by then, and the process those left at its exit.
-_exiting: list[int] = []
-
-
-def _reap_later(pid: int) -> None:
-    _exiting.append(pid)
-    for child in list(_exiting):
-        try:
-            gone, _status = os.waitpid(child, os.WNOHANG)
-        except ChildProcessError:  # reaped by someone else (a caller's own waitpid(-1))
-            gone = child
-        if gone:
-            _exiting.remove(child)
-
-
-def reap_children() -> None:
-    """Wait for every child whose part was read (at exit, or when a caller wants none left)."""
-    while _exiting:
-        with contextlib.suppress(ChildProcessError):
-            os.waitpid(_exiting[-1], 0)
-        _exiting.pop()
-
-
-atexit.register(reap_children)  # nothing to do unless a split match left a child exiting
 
 
 def _scan(
