@@ -242,7 +242,7 @@ def measure_match(
     # one run alone made the 1M headline (1.25 s; 0.77-1.05 by hand, 2026-12-04). Seven since
     # 2026-12-05: this VM's speed moves by 10-15% from one minute to the next; nine runs of
     # big.log at 150,000 records through this harness read 0.216-0.404 s within a minute
-    # (median 0.293; farm-bench's median of 12 a minute before, 0.231). Seven cost about a
+    # (median 0.293; the median of 12 whole processes a minute before, 0.231). Seven cost about a
     # second more a size.
     res["cold_big"] = repeat(max(7, runs), lambda: timed([*match, str(BIG)]))
     quiet = db.parent / "no-error.log"

@@ -9,10 +9,10 @@ honours in its default `madvise` mode of transparent huge pages), the heap takes
 memory 2 MB at a time, and glibc keeps the allocations of a few megabytes there instead of a
 mapping of their own each.
 
-Measured (2026-12-05, cold `kb match --json` of big.log, farm-bench, 20 pairs each): at 1M
-records 0.384 s against 0.433 (faults 70,900 -> 26,400), at 150,000 records 0.251 against
-0.269; peak RSS 180 -> 191 and 91 -> 104 MB. On the VM measured, about one run in eight was
-slower instead (system time up by 60-70 ms, the same faults): most likely the host backing
+Measured (2026-12-05, cold `kb match --json` of big.log, whole processes in turns, 20 pairs
+each): at 1M records 0.384 s against 0.433 (faults 70,900 -> 26,400), at 150,000 records 0.251
+against 0.269; peak RSS 180 -> 191 and 91 -> 104 MB. On the VM measured, about one run in eight
+was slower instead (system time up by 60-70 ms, the same faults): most likely the host backing
 memory the guest had never touched (benchmarks/HISTORY.md, that day's by-hand section).
 
 The settings last for the process, so only a process that ends after its match asks for them

@@ -14,10 +14,10 @@ process (a server's threads are never forked), a caller that asks for it (`kb ma
 file read by offset (a pipe is not). A child that fails for any reason leaves its part to
 this process, which then matches it itself: the answers are the same, only later.
 
-Measured (2026-12-04, cold `kb match --json`, farm-bench pairs against one pass): big.log at
-150,000 records 0.290 s against 0.322 (25 pairs), at 1M records 0.507 against 0.518 (21: the
-scans of 7 shards keep both cores busy already); big.log five times over (109 MB) at 150,000
-records 0.738 against 0.860.
+Measured (2026-12-04, cold `kb match --json`, pairs of whole processes in turns against one
+pass): big.log at 150,000 records 0.290 s against 0.322 (25 pairs), at 1M records 0.507
+against 0.518 (21: the scans of 7 shards keep both cores busy already); big.log five times
+over (109 MB) at 150,000 records 0.738 against 0.860.
 """
 
 from __future__ import annotations
