@@ -3,8 +3,8 @@
 A child of `kb match` (a big log's prefilter helper, kb.matcher.prescan; the second part of a
 split match, kb.matcher.split) has sent all it had when its pipe ends; its exit, the kernel
 freeing the memory it mapped or copied, then takes milliseconds more (5-7 ms for a part of
-big.log at 150,000 and 1M records, 2-3 ms for the helper, 2026-12-05 and 2026-12-06) that the
-parent spent waiting for it before going on. Each `reap_later` reaps those gone by then, and
+big.log at 150,000 and 1M records, up to 3 ms for the helper, 2026-12-05 and 2026-12-06) that
+the parent spent waiting for it before going on. Each `reap_later` reaps those gone by then, and
 the process those left at its exit.
 """
 

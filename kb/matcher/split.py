@@ -225,7 +225,7 @@ def prepare() -> None:
     the child on the critical path), the parts' reading, pickle and signal. Here, not at the
     top: `kb match` imports this module for every log it reads, and only a big file gets this
     far (pickle and signal: about 2 ms of a 110 ms cold paste). A match that waits for a
-    helper's hits (kb.matcher.prescan) calls it first: the 4.5-6.5 ms these take at 150,000
+    helper's hits (kb.matcher.prescan) calls it first: the 4.5-6.7 ms these took at 150,000
     records then pass while the helper still scans, not between its hits and the fork
     (2026-12-06)."""
     import pickle  # noqa: F401
