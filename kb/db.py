@@ -99,16 +99,30 @@ def import_transaction(engine: Engine) -> Iterator[Connection]:
     again, where the rollback journal of an empty table holds a few pages. The import is
     as atomic either way; what differs is that a reader may wait for the load's lock (once
     its pages spill from the page cache into the file) instead of reading the empty
-    knowledge base beside it."""
+    knowledge base beside it.
+
+    A first load also runs without SQLite's foreign-key checks, which cost a look-up of the
+    parent row for every row written: its tag rows come from the records it stored (one
+    INSERT ... SELECT of theirs), its records name its own import run, and it deletes
+    nothing, so no cascade is missed. At 150,000 records the tag rows took 0.33-0.37 s
+    against 0.49-0.58 with the checks (2026-12-06); the records' own inserts alike. The
+    connection has them again before it goes back to the pool."""
     with engine.connect() as conn:
-        journal = _rollback_journal_for_first_load(conn)
+        first_load = _rollback_journal_for_first_load(conn)
+        if first_load:
+            _sqlite_of(conn).execute("PRAGMA foreign_keys = OFF")
         try:
             with conn.begin():
                 yield conn
         finally:
-            if journal:
+            if first_load:
+                raw = _sqlite_of(conn)
                 with contextlib.suppress(sqlite3.Error):  # the next connection turns it on
-                    _sqlite_of(conn).execute("PRAGMA journal_mode = WAL")
+                    raw.execute("PRAGMA journal_mode = WAL")
+                try:
+                    raw.execute("PRAGMA foreign_keys = ON")
+                except sqlite3.Error:
+                    conn.invalidate()  # never back to the pool without its checks
 
 
 def _rollback_journal_for_first_load(conn: Connection) -> bool:

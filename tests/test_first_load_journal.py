@@ -124,3 +124,52 @@ def test_a_reader_opens_the_file_while_a_first_load_holds_it(empty_db: Path) -> 
         loader.execute("ROLLBACK")
     finally:
         loader.close()
+
+
+def foreign_keys_while_finishing(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Make every import say, as its writer finishes, whether its connection checks foreign
+    keys (1) or not (0)."""
+    from kb.ingest import writers
+
+    seen: list[int] = []
+    finish = writers.SqliteWriter.finish
+
+    def spying(self: Any, wrote: bool) -> None:
+        seen.append(self.conn.exec_driver_sql("PRAGMA foreign_keys").scalar_one())
+        finish(self, wrote)
+
+    monkeypatch.setattr(writers.SqliteWriter, "finish", spying)
+    return seen
+
+
+def test_only_a_first_load_runs_without_foreign_key_checks_and_its_rows_hold_to_them(
+    empty_db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen = foreign_keys_while_finishing(monkeypatch)
+    imported_under(empty_db, write_records(tmp_path / "first.jsonl", 300))
+    imported_under(empty_db, write_records(tmp_path / "more.jsonl", 50, first=300))
+    assert seen == [0, 1]
+    with contextlib.closing(sqlite3.connect(empty_db)) as conn:
+        assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
+        assert conn.execute("SELECT count(DISTINCT record_key) FROM record_tags").fetchone() == (
+            350,
+        )
+
+
+def test_a_pooled_connection_checks_foreign_keys_again_after_a_first_load(
+    empty_db: Path, tmp_path: Path
+) -> None:
+    """A server's engine keeps its connections: the one a first load used goes back to the
+    pool with its checks on, so deleting a record still takes its tag rows with it."""
+    from kb.db import import_transaction, make_engine
+
+    engine = make_engine(f"sqlite:///{empty_db}", pooled=True)
+    try:
+        with import_transaction(engine) as conn:
+            assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar_one() == 0
+            used = conn.connection.driver_connection
+        with engine.connect() as conn:
+            assert conn.connection.driver_connection is used  # the same connection, pooled
+            assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar_one() == 1
+    finally:
+        engine.dispose()
