@@ -78,8 +78,14 @@ def sqlite_read_only(path: Path) -> bool:
 # records of "plotly graph" looked up in 20 against 38 ms; the development draw of sealed
 # queries (seed 20261231) median 7.3 against 9.8 ms, p95 68-83 against 93. SQLite takes at
 # most its build's limit (2 GB in Python's sqlite3 of Debian 12, all of it in apsw's); a
-# mapping costs address space, not memory. Set where a search connects (an import's
-# connections read and write through SQLite's cache as before; writes always do).
+# mapping costs address space, not memory. Set on the ranker's connections (kb.ranking),
+# which a process keeps from one search to the next, and its map advised as read at random
+# (kb.pagemap: unadvised, a first search on a cold page cache read 27 times the pages it
+# needed). Not on the connection each search opens beside it, nor on the cold `kb search`'s
+# (kb.quick): mapped anew at every search, they were no faster warm (the development draw of
+# seed 20261268 at 1M, three rounds in turns: median 8.1-8.7 ms against 8.8-9.7 mapped, p95
+# 34.8-36.0 against 38.9-41.2; at 150,000 alike), and `kb search` took 76-79 ms against 80-84
+# at 150,000 records, 94 against 99-104 at 1M (2026-12-06).
 SEARCH_MMAP_PRAGMA: Final = f"PRAGMA mmap_size = {1 << 34}"
 
 

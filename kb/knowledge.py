@@ -18,7 +18,7 @@ from typing import IO, TYPE_CHECKING, Any, Final
 from sqlalchemy import Engine, func, select
 
 from kb import db
-from kb.config import SEARCH_MMAP_PRAGMA, cache_dir_for, resolve_database_url, sqlite_file
+from kb.config import cache_dir_for, resolve_database_url, sqlite_file
 from kb.db import get_meta
 from kb.ingest import (
     DEFAULT_BATCH_SIZE,
@@ -425,8 +425,6 @@ class KnowledgeBase:
         from kb.search import Searcher
 
         with self._connect() as conn:
-            if conn.dialect.name == "sqlite":
-                conn.exec_driver_sql(SEARCH_MMAP_PRAGMA)
             runner = SqlAlchemyRunner(conn)
             searcher = Searcher(runner, self.cache_dir(), read_revision(runner), self._ranker)
             return searcher.search(query, filters, limit)

@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any, Final
 
 from kb.config import (
     HEAD_REVISION,
-    SEARCH_MMAP_PRAGMA,
     cache_dir_for,
     masked,
     sqlite_file,
@@ -89,7 +88,6 @@ class QuickReader:
             return None
         try:
             conn = sqlite3.connect(sqlite_reader_uri(path), uri=True, timeout=30)
-            conn.execute(SEARCH_MMAP_PRAGMA)
         except sqlite3.Error:
             return None
         return cls(conn, SqliteRunner(conn), str(path))

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from kb.config import SEARCH_MMAP_PRAGMA, sqlite_reader_uri
+from kb.pagemap import FIRST_READ, advise_random
 
 if TYPE_CHECKING:  # apsw is imported only when a ranker is opened
     from concurrent.futures import Future
@@ -253,10 +254,13 @@ class Ranker:
     needs it and then kept. Where apsw is not installed or the file cannot be opened, `rows`
     says None (FTS5's bm25 then)."""
 
-    def __init__(self, uri: str, busy_timeout_ms: int, native: bool = True) -> None:
+    def __init__(
+        self, uri: str, busy_timeout_ms: int, native: bool = True, path: str | None = None
+    ) -> None:
         import threading  # here: the cold `kb search` (kb.quick) makes no ranker
 
         self.uri = uri
+        self.path = path  # the file the uri opens: its maps are advised (kb.pagemap)
         self.busy_timeout_ms = busy_timeout_ms
         self._native = native_library() if native else None
         self._local = threading.local()
@@ -336,6 +340,9 @@ class Ranker:
             conn = apsw.Connection(self.uri, flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI)
             conn.set_busy_timeout(self.busy_timeout_ms)
             conn.execute(SEARCH_MMAP_PRAGMA)
+            if self.path is not None:
+                conn.execute(FIRST_READ).fetchall()
+                advise_random(self.path)
             if not self._load_native(conn):
                 conn.register_fts5_function(FUNCTION, kb_bm25)
         except apsw.Error:
@@ -388,4 +395,4 @@ def ranker_for(path: Path | None, busy_timeout_ms: int) -> Ranker | None:
     """The ranker of a SQLite file (None for no file: an in-memory database, PostgreSQL)."""
     if path is None or not path.is_file():
         return None
-    return Ranker(sqlite_reader_uri(path), busy_timeout_ms)
+    return Ranker(sqlite_reader_uri(path), busy_timeout_ms, path=str(path))
