@@ -13,6 +13,7 @@ past the records it can score in the time FTS5's walks would take (`most_scored`
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 from collections.abc import Sequence
@@ -341,8 +342,9 @@ class Ranker:
             conn.set_busy_timeout(self.busy_timeout_ms)
             conn.execute(SEARCH_MMAP_PRAGMA)
             if self.path is not None:
-                conn.execute(FIRST_READ).fetchall()
-                advise_random(self.path)
+                with contextlib.suppress(apsw.Error):  # unadvised, the map works as before
+                    conn.execute(FIRST_READ).fetchall()
+                    advise_random(self.path)
             if not self._load_native(conn):
                 conn.register_fts5_function(FUNCTION, kb_bm25)
         except apsw.Error:

@@ -4,6 +4,7 @@ the connection each search opens beside it, and the cold `kb search`'s, map noth
 
 from __future__ import annotations
 
+import json
 import mmap
 import os
 import sys
@@ -67,13 +68,13 @@ def test_a_map_advised_as_read_at_random_is_marked_so_by_the_kernel(tmp_path: Pa
 
 
 @pytest.mark.skipif(not LINUX, reason="madvise and /proc/self/smaps are Linux's")
-def test_a_search_maps_the_file_only_through_the_ranker_and_advises_that_map(
+def test_a_search_leaves_the_rankers_map_of_the_file_advised_as_read_at_random(
     tmp_path: Path,
 ) -> None:
     pytest.importorskip("apsw")
     db_file = tmp_path / "kb.sqlite3"
     source = tmp_path / "in.jsonl"
-    source.write_text("".join(__import__("json").dumps(r) + "\n" for r in corpus_records(50)))
+    source.write_text("".join(json.dumps(r) + "\n" for r in corpus_records(50)))
     with KnowledgeBase(str(db_file)) as kb:
         kb.import_sources([str(source)])
         assert vm_flags(db_file) == []  # an import maps nothing
