@@ -16,7 +16,7 @@ from typing import Final
 from urllib.parse import unquote
 
 # The newest Alembic revision; tests/test_db.py proves it equals the scripts' head.
-HEAD_REVISION: Final = "0005"
+HEAD_REVISION: Final = "0006"
 ENV_URL = "KB_DATABASE_URL"
 APP_NAME = "kb"
 DEFAULT_FILENAME = "kb.sqlite3"

@@ -11,7 +11,7 @@ import os
 import shutil
 import sqlite3
 import tempfile
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Final
 
@@ -40,10 +40,29 @@ if TYPE_CHECKING:
     from kb.matcher.background import BackgroundBuild
     from kb.search import Filters, SearchResponse
     from kb.shared_index import Status
+    from kb.spelling import WordLists
 
 # What writing the matcher cache raises when its folder cannot take it: no such folder or a
 # file in its way, no permission, a full disk (SQLite's "database or disk is full").
 CACHE_WRITE_ERRORS: Final = (OSError, sqlite3.Error)
+# The columns a matcher build reads (kb.matcher.PatternSource's, the slug for kb search's
+# vocabulary), SOURCE_BATCH rows at a time.
+SOURCE_COLUMNS: Final = (
+    "id",
+    "repo",
+    "slug",
+    "message_pattern",
+    "error_message",
+    "error_class",
+    "error_code",
+    "file_path",
+    "line_number",
+    "source_code",
+    "source_code_start",
+    "documentation",
+)
+_SOURCE_AT: Final = {column: i for i, column in enumerate(SOURCE_COLUMNS)}
+SOURCE_BATCH: Final = 2000
 
 
 def repository_from_row(row: Any) -> dict[str, Any]:
@@ -266,12 +285,14 @@ class KnowledgeBase:
         *,
         replace: bool = False,
     ) -> None:
-        """Write the cache for `revision` into `cache_dir`, then share it in the database
+        """Write the cache for `revision` into `cache_dir`, with kb search's word lists
+        collected from the same rows (kb.spelling), then share them in the database
         (`replace`: in place of a copy stored there already)."""
         import time
 
         from kb.matcher import CACHE_FILE, FORMAT_VERSION, write_index
         from kb.shared_index import store_quietly
+        from kb.spelling import WordLists, keep_text
 
         started = time.perf_counter()
         if status is not None:
@@ -280,7 +301,10 @@ class KnowledgeBase:
                 f"Building the matcher index for this revision ({count:,} "
                 f"record{'s' * (count != 1)}; none is stored in the database yet)..."
             )
-        write_index(self._pattern_sources(), cache_dir, revision, progress)
+        word_lists = WordLists()
+        write_index(self._pattern_sources(word_lists), cache_dir, revision, progress)
+        for kind, text in word_lists.texts().items():  # stored with the index, below
+            keep_text(cache_dir, kind, revision, text)
         if status is not None:
             status(f"Built the matcher index in {time.perf_counter() - started:.1f} s.")
         store_quietly(
@@ -344,47 +368,20 @@ class KnowledgeBase:
             searcher = Searcher(SqlAlchemyRunner(conn))
             return [hit.as_dict() for hit in searcher.related(words, limit)]
 
-    def _pattern_sources(self) -> Iterator[PatternSource]:
-        from kb.matcher import PatternSource
-        from kb.matcher.build import raising_function
-
-        columns = [
-            RECORDS.c.id,
-            RECORDS.c.repo,
-            RECORDS.c.message_pattern,
-            RECORDS.c.error_message,
-            RECORDS.c.error_class,
-            RECORDS.c.error_code,
-            RECORDS.c.file_path,
-            RECORDS.c.line_number,
-            RECORDS.c.source_code,
-            RECORDS.c.source_code_start,
-            RECORDS.c.documentation,
-        ]
+    def _pattern_sources(self, word_lists: WordLists | None = None) -> Iterator[PatternSource]:
+        """The records' build sources, by key; kb search's word lists collected from them
+        into `word_lists` on the way."""
+        columns = [getattr(RECORDS.c, name) for name in SOURCE_COLUMNS]
         with self._connect() as conn:
-            result = conn.execution_options(yield_per=2000).execute(
+            result = conn.execution_options(yield_per=SOURCE_BATCH).execute(
                 # By key, the order records were stored in: what a build beside the import
                 # (kb.matcher.background) sees, so both number the records alike.
                 select(*columns).order_by(RECORDS.c.key)
             )
-            for row in result:
-                yield PatternSource(
-                    id=row.id,
-                    repo=row.repo,
-                    message_pattern=row.message_pattern,
-                    error_message=row.error_message,
-                    error_class=row.error_class,
-                    error_code=row.error_code,
-                    file_path=row.file_path or "",
-                    line_number=row.line_number,
-                    function=raising_function(
-                        file_path=row.file_path or "",
-                        line_number=row.line_number,
-                        source_code=row.source_code,
-                        source_start=row.source_code_start,
-                        documentation=row.documentation,
-                    ),
-                )
+            for batch in result.partitions():
+                if word_lists is not None:
+                    word_lists.add(batch, _SOURCE_AT)
+                yield from _sources_of(batch)
 
     def get_many(self, ids: Iterable[str]) -> dict[str, dict[str, Any]]:
         """The records with these ids in the dataset's own keys; unknown ids are left out."""
@@ -566,3 +563,27 @@ def _pattern_warning(record: Record) -> str | None:
 
     prepared = prepare(record.values["message_pattern"], record.values["error_message"])
     return f"messagePattern: {prepared.warning}" if prepared.warning else None
+
+
+def _sources_of(rows: Sequence[Any]) -> Iterator[PatternSource]:
+    from kb.matcher import PatternSource
+    from kb.matcher.build import raising_function
+
+    for row in rows:
+        yield PatternSource(
+            id=row.id,
+            repo=row.repo,
+            message_pattern=row.message_pattern,
+            error_message=row.error_message,
+            error_class=row.error_class,
+            error_code=row.error_code,
+            file_path=row.file_path or "",
+            line_number=row.line_number,
+            function=raising_function(
+                file_path=row.file_path or "",
+                line_number=row.line_number,
+                source_code=row.source_code,
+                source_start=row.source_code_start,
+                documentation=row.documentation,
+            ),
+        )

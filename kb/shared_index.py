@@ -16,7 +16,7 @@ import struct
 import tempfile
 import time
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -224,15 +224,19 @@ def store(
     *,
     replace: bool = False,
     parts: Path | None = None,
+    word_lists: Mapping[str, Path] | None = None,
 ) -> bool:
     """Store the cache file at `path`, built for `revision`, unless the knowledge base has
     moved on or another process stored it first (`replace`: in place of that one, which a
     rebuild does because the stored copy may be what was damaged); older revisions' files are
     removed. Runs in the caller's transaction. True when this call stored it. The file's
     parts are read from `parts` (PARTS_FILE beside it by default) when they were made from
-    it, else compressed here."""
+    it, else compressed here. kb search's word lists of the revision go with it
+    (kb.shared_words): those at `word_lists`' paths, by default those kept in the file's
+    folder."""
     from sqlalchemy import delete, select
 
+    from kb import shared_words
     from kb.db import get_meta
     from kb.models import MATCHER_INDEX as table
 
@@ -249,7 +253,18 @@ def store(
         conn.execute(
             table.insert().values(revision=revision, format=format_version, part=number, data=data)
         )
+    if word_lists is None:
+        word_lists = _kept_word_lists(path.parent, revision)
+    shared_words.store(conn, revision, word_lists)
     return True
+
+
+def _kept_word_lists(cache_dir: Path, revision: str) -> dict[str, Path]:
+    """kb search's word lists of `revision` kept in `cache_dir`, by kind."""
+    from kb.spelling import WORD_LISTS, word_list_path
+
+    lists = {kind: word_list_path(cache_dir, kind, revision) for kind in WORD_LISTS}
+    return {kind: path for kind, path in lists.items() if path.exists()}
 
 
 def store_quietly(

@@ -44,6 +44,7 @@ ROWS = [
 def run() -> Any:
     con = sqlite3.connect(":memory:")
     con.execute("CREATE TABLE records (slug, error_class, error_code, repo, error_message)")
+    con.execute("CREATE TABLE word_lists (revision, kind, data)")  # none shared: collected
     con.executemany("INSERT INTO records VALUES (?, ?, ?, ?, ?)", ROWS)
     return lambda sql, *params: con.execute(sql, *params).fetchall()
 
@@ -152,4 +153,67 @@ def test_an_import_leaves_the_word_lists_its_build_collected(
     result = invoke("search", misspelt, "--json")
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["didYouMean"] == word
+    spelling._LOADED.clear()
+
+
+@pytest.mark.databases
+@pytest.mark.parametrize("first_load", [True, False], ids=["first-load", "update"])
+def test_an_import_shares_its_word_lists_through_the_database(
+    invoke: Any,
+    db_url: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    first_load: bool,
+) -> None:
+    """The word lists an import's matcher build collects (beside a first load into SQLite,
+    or after the import: an update, or any PostgreSQL import) are stored in the database with
+    its index, only the newest revision's: another machine, whose cache folder has none,
+    reads them there instead of collecting them from every record, and keeps them in its own
+    cache folder."""
+    import zlib
+
+    from kb.knowledge import KnowledgeBase
+    from kb.sql import SqlAlchemyRunner
+    from tests.conftest import corpus_records
+
+    records = corpus_records()
+    source = tmp_path / "records.jsonl"
+    if not first_load:  # a first import, then an update: the build runs after the import
+        source.write_text("".join(json.dumps(r) + "\n" for r in records[:50]))
+        assert invoke("import", str(source)).exit_code == 0
+        records[0] = {**records[0], "errorMessage": records[0]["errorMessage"] + " zqxv_changed"}
+    source.write_text("".join(json.dumps(r) + "\n" for r in records))
+    result = invoke("import", str(source))
+    assert result.exit_code == 0, result.output
+    spelling._LOADED.clear()
+    with KnowledgeBase(db_url) as kb, kb.engine.connect() as conn:
+        revision = kb.revision()
+        run = SqlAlchemyRunner(conn).rows
+        stored = run("SELECT revision, kind, data FROM word_lists")
+        speller = Speller(run, known=lambda term: False)  # no revision: collected
+        collected = {"identifiers": speller.identifiers(), "vocabulary": speller.vocabulary()}
+    assert sorted((r, k) for r, k, _ in stored) == [
+        (revision, "identifiers"),
+        (revision, "vocabulary"),
+    ]
+    for _revision, kind, data in stored:
+        assert zlib.decompress(bytes(data)).decode().splitlines() == collected[kind]
+    assert first_load or "zqxv_changed" in collected["identifiers"]
+
+    def collect(self: Speller) -> list[str]:
+        raise AssertionError("the list is read from the database, not collected")
+
+    monkeypatch.setattr(Speller, "_collect_identifiers", collect)
+    monkeypatch.setattr(Speller, "_collect_vocabulary", collect)
+    other_cache = tmp_path / "another-machine"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(other_cache))
+    spelling._LOADED.clear()
+    word = max(collected["identifiers"], key=len)
+    misspelt = word[:5] + word[6:]  # a letter left out: no record has it
+    result = invoke("search", misspelt, "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["didYouMean"] == word
+    kept = list(other_cache.glob("kb/*/identifiers-*.txt"))
+    assert [p.name for p in kept] == [f"identifiers-{revision}.txt"]
+    assert kept[0].read_text(encoding="utf-8").splitlines() == collected["identifiers"]
     spelling._LOADED.clear()

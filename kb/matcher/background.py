@@ -31,13 +31,7 @@ from typing import IO, TYPE_CHECKING, Any, Final
 
 from kb.allocator import helper_env
 from kb.pacing import NO_COLLECTIONS
-from kb.spelling import (
-    IDENTIFIERS,
-    VOCABULARY,
-    VOCABULARY_COLUMNS,
-    Vocabulary,
-    add_identifiers,
-)
+from kb.spelling import WORD_LISTS, WordLists
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection
@@ -63,7 +57,6 @@ DOC_CHARS: Final = 2000  # raising_function looks for a function name in this ma
 # import's own time against 0.44 s for a generator of `row.get` per row (2026-12-04).
 _COLUMNS_OF: Final = operator.itemgetter(*COLUMNS)
 _AT: Final = {column: i for i, column in enumerate(COLUMNS)}
-WORD_LISTS: Final = (IDENTIFIERS, VOCABULARY)  # kb search's, collected by the child
 TMP_PREFIX: Final = ".matcher-import-"  # not kb.matcher.lock's TMP_PATTERN: no lock is held
 TMP_SUFFIX: Final = ".part"
 _LENGTH: Final = struct.Struct("<Q")
@@ -174,9 +167,17 @@ class BackgroundBuild:
         if not self.usable or not self._ended_within(COMMIT_WAIT_SECONDS) or not self._wait():
             return
         parts = parts_path(self.path)
+        lists = {kind: word_list_path(self.path, kind) for kind in WORD_LISTS}
         try:
             with conn.begin_nested():
-                store(conn, self.path, self.revision, FORMAT_VERSION, parts=parts)
+                store(
+                    conn,
+                    self.path,
+                    self.revision,
+                    FORMAT_VERSION,
+                    parts=parts,
+                    word_lists={kind: path for kind, path in lists.items() if path.exists()},
+                )
         except (SQLAlchemyError, OSError):
             return
         parts.unlink(missing_ok=True)  # stored: the store after the commit finds them there
@@ -361,27 +362,20 @@ def _batches(stream: IO[bytes]) -> Iterator[list[tuple[Any, ...]]]:
     raise EOFError("the import stopped before its last row")
 
 
-def _sources(
-    stream: IO[bytes], identifiers: set[str], vocabulary: Vocabulary
-) -> Generator[Any, None, None]:
-    """The records' build sources; the identifiers of their messages go into `identifiers`,
-    the words of their slugs, classes, codes and repositories into `vocabulary`
-    (kb.spelling.VOCABULARY_COLUMNS). Read with the cyclic collector off
-    (kb.pacing.NO_COLLECTIONS): this process ends with the build, and while rows come its
-    collections found nothing to free; it is on again for the build's end, as before."""
+def _sources(stream: IO[bytes], word_lists: WordLists) -> Generator[Any, None, None]:
+    """The records' build sources; kb search's word lists collected from them into
+    `word_lists`. Read with the cyclic collector off (kb.pacing.NO_COLLECTIONS): this process
+    ends with the build, and while rows come its collections found nothing to free; it is on
+    again for the build's end, as before."""
     with NO_COLLECTIONS:
-        yield from _sources_read(stream, identifiers, vocabulary)
+        yield from _sources_read(stream, word_lists)
 
 
-def _sources_read(
-    stream: IO[bytes], identifiers: set[str], vocabulary: Vocabulary
-) -> Iterator[Any]:
+def _sources_read(stream: IO[bytes], word_lists: WordLists) -> Iterator[Any]:
     from kb.matcher.build import PatternSource, raising_function
 
     for batch in _batches(stream):
-        for column, whole in VOCABULARY_COLUMNS:
-            vocabulary.add((row[_AT[column]] for row in batch), whole)
-        add_identifiers(identifiers, (row[_AT["error_message"]] for row in batch))
+        word_lists.add(batch, _AT)
         for (
             record_id,
             repo,
@@ -423,9 +417,8 @@ def main(argv: list[str]) -> int:
     from kb.shared_index import write_parts
 
     path, revision = Path(argv[0]), argv[1]
-    identifiers: set[str] = set()
-    vocabulary = Vocabulary()
-    sources = _sources(sys.stdin.buffer, identifiers, vocabulary)
+    word_lists = WordLists()
+    sources = _sources(sys.stdin.buffer, word_lists)
     try:
         write_cache_file(sources, path, revision, synced=False)
     except BaseException:
@@ -437,10 +430,10 @@ def main(argv: list[str]) -> int:
     # ended) while the word lists and the parts are written: at 150,000 records the sync took
     # 0.1-0.34 s of the import's last seconds (2026-12-05).
     syncing = _Syncing(path, sync_path)
-    for kind, words in ((IDENTIFIERS, sorted(identifiers)), (VOCABULARY, vocabulary.listed())):
+    for kind, text in word_lists.texts().items():
         written = word_list_path(path, kind)
         try:  # no fsync: a list lost in a crash is collected again by the search that needs it
-            written.write_text("\n".join(words), encoding="utf-8")
+            written.write_text(text, encoding="utf-8")
         except OSError:  # the index is what counts: without the list, a search collects it
             written.unlink(missing_ok=True)
     try:  # without them, the import's end compresses the file itself
