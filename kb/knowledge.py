@@ -45,23 +45,7 @@ if TYPE_CHECKING:
 # What writing the matcher cache raises when its folder cannot take it: no such folder or a
 # file in its way, no permission, a full disk (SQLite's "database or disk is full").
 CACHE_WRITE_ERRORS: Final = (OSError, sqlite3.Error)
-# The columns a matcher build reads (kb.matcher.PatternSource's, the slug for kb search's
-# vocabulary), SOURCE_BATCH rows at a time.
-SOURCE_COLUMNS: Final = (
-    "id",
-    "repo",
-    "slug",
-    "message_pattern",
-    "error_message",
-    "error_class",
-    "error_code",
-    "file_path",
-    "line_number",
-    "source_code",
-    "source_code_start",
-    "documentation",
-)
-_SOURCE_AT: Final = {column: i for i, column in enumerate(SOURCE_COLUMNS)}
+# Rows a build after an import reads at a time (kb.matcher.background.COLUMNS, by key).
 SOURCE_BATCH: Final = 2000
 
 
@@ -371,7 +355,9 @@ class KnowledgeBase:
     def _pattern_sources(self, word_lists: WordLists | None = None) -> Iterator[PatternSource]:
         """The records' build sources, by key; kb search's word lists collected from them
         into `word_lists` on the way."""
-        columns = [getattr(RECORDS.c, name) for name in SOURCE_COLUMNS]
+        from kb.matcher.background import COLUMN_AT, COLUMNS  # the build beside an import's
+
+        columns = [getattr(RECORDS.c, name) for name in COLUMNS]
         with self._connect() as conn:
             result = conn.execution_options(yield_per=SOURCE_BATCH).execute(
                 # By key, the order records were stored in: what a build beside the import
@@ -380,7 +366,7 @@ class KnowledgeBase:
             )
             for batch in result.partitions():
                 if word_lists is not None:
-                    word_lists.add(batch, _SOURCE_AT)
+                    word_lists.add(batch, COLUMN_AT)
                 yield from _sources_of(batch)
 
     def get_many(self, ids: Iterable[str]) -> dict[str, dict[str, Any]]:

@@ -56,7 +56,7 @@ DOC_CHARS: Final = 2000  # raising_function looks for a function name in this ma
 # A row's values in COLUMNS' order, taken in C: at 150,000 records 0.23-0.24 s of the
 # import's own time against 0.44 s for a generator of `row.get` per row (2026-12-04).
 _COLUMNS_OF: Final = operator.itemgetter(*COLUMNS)
-_AT: Final = {column: i for i, column in enumerate(COLUMNS)}
+COLUMN_AT: Final = {column: i for i, column in enumerate(COLUMNS)}  # where each is in a row
 TMP_PREFIX: Final = ".matcher-import-"  # not kb.matcher.lock's TMP_PATTERN: no lock is held
 TMP_SUFFIX: Final = ".part"
 _LENGTH: Final = struct.Struct("<Q")
@@ -375,7 +375,7 @@ def _sources_read(stream: IO[bytes], word_lists: WordLists) -> Iterator[Any]:
     from kb.matcher.build import PatternSource, raising_function
 
     for batch in _batches(stream):
-        word_lists.add(batch, _AT)
+        word_lists.add(batch, COLUMN_AT)
         for (
             record_id,
             repo,
