@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from kb.matcher.prescan import Prescanned
     from kb.matcher.rank import Match
     from kb.matcher.scan import LogScan
-    from kb.matcher.unexplained import Seen
+    from kb.matcher.state import Seen
 
 # Lines each part reads past the cut. What a line's reading depends on lies within
 # kb.matcher.scan's LOOKBACK_LINES (400) above it and LOOKAHEAD_LINES (64) below, and the

@@ -8,7 +8,7 @@ kb.matcher.unexplained) read and add to it without knowing the loop.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from kb.matcher.cache import CacheReader
 from kb.matcher.evidence import calibrated, uncalibrated
@@ -23,7 +23,17 @@ from kb.matcher.window import Window
 if TYPE_CHECKING:
     from kb.matcher.fuzzy import NearMiss, NearMissSearch
     from kb.matcher.prescan import Prescanned
-    from kb.matcher.unexplained import Seen
+
+
+class Seen(NamedTuple):
+    """One unexplained line as found (kb.matcher.unexplained): its line, the class it names,
+    its message, the library frame of its traceback, and its text ("" until wanted)."""
+
+    line: int
+    named_class: str | None
+    message: str
+    frame: str | None
+    text: str
 
 
 class ScanState:

@@ -10,17 +10,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Final, NamedTuple
+from typing import Final
 
 from kb.logline import strip_prefix
 from kb.matcher.cache import normalize_template, words_of
 from kb.matcher.nearmiss import continuation
 from kb.matcher.rank import MAX_SUGGESTED, Match, Unmatched
+from kb.matcher.state import ScanState, Seen
 from kb.matcher.tracebacks import Traceback
 from kb.text import clip
-
-if TYPE_CHECKING:
-    from kb.matcher.state import ScanState
 
 # Distinct unmatched lines reported at most (the rest of a noisy log's are left out).
 MAX_UNMATCHED: Final = 50
@@ -135,17 +133,6 @@ def collect(scan: ScanState, bound: int, final: bool, tracebacks: list[Traceback
             seen = seen._replace(text=strip_prefix(window.lines[line_index]).strip())
             scan.unmatched_log.append(seen)
         note(scan, seen, window.lines[line_index])
-
-
-class Seen(NamedTuple):
-    """One unexplained line as found: its line, the class it names, its message, the library
-    frame of its traceback, and its text ("" until wanted)."""
-
-    line: int
-    named_class: str | None
-    message: str
-    frame: str | None
-    text: str
 
 
 def note(scan: ScanState, seen: Seen, line: str = "") -> None:
