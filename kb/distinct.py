@@ -35,7 +35,10 @@ def values(run: Rows, table: str, column: str, revision: str, cache: Path | None
         found = _KEPT[key] = _collect(run, table, column)
         return found
     text = kept_text(
-        cache, f"values-{table}.{column}", revision, lambda: _collect(run, table, column)
+        cache,
+        f"values-{table}.{column}",
+        revision,
+        lambda: "\n".join(_collect(run, table, column)),
     )
     found = _KEPT[key] = text.split("\n") if text else []
     return found

@@ -11,7 +11,7 @@ import os
 import shutil
 import sqlite3
 import tempfile
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Final
 
@@ -355,7 +355,8 @@ class KnowledgeBase:
     def _pattern_sources(self, word_lists: WordLists | None = None) -> Iterator[PatternSource]:
         """The records' build sources, by key; kb search's word lists collected from them
         into `word_lists` on the way."""
-        from kb.matcher.background import COLUMN_AT, COLUMNS  # the build beside an import's
+        # the rows the build beside an import reads, in the same order
+        from kb.matcher.background import COLUMN_AT, COLUMNS, sources_of
 
         columns = [getattr(RECORDS.c, name) for name in COLUMNS]
         with self._connect() as conn:
@@ -367,7 +368,7 @@ class KnowledgeBase:
             for batch in result.partitions():
                 if word_lists is not None:
                     word_lists.add(batch, COLUMN_AT)
-                yield from _sources_of(batch)
+                yield from sources_of(batch)
 
     def get_many(self, ids: Iterable[str]) -> dict[str, dict[str, Any]]:
         """The records with these ids in the dataset's own keys; unknown ids are left out."""
@@ -549,27 +550,3 @@ def _pattern_warning(record: Record) -> str | None:
 
     prepared = prepare(record.values["message_pattern"], record.values["error_message"])
     return f"messagePattern: {prepared.warning}" if prepared.warning else None
-
-
-def _sources_of(rows: Sequence[Any]) -> Iterator[PatternSource]:
-    from kb.matcher import PatternSource
-    from kb.matcher.build import raising_function
-
-    for row in rows:
-        yield PatternSource(
-            id=row.id,
-            repo=row.repo,
-            message_pattern=row.message_pattern,
-            error_message=row.error_message,
-            error_class=row.error_class,
-            error_code=row.error_code,
-            file_path=row.file_path or "",
-            line_number=row.line_number,
-            function=raising_function(
-                file_path=row.file_path or "",
-                line_number=row.line_number,
-                source_code=row.source_code,
-                source_start=row.source_code_start,
-                documentation=row.documentation,
-            ),
-        )

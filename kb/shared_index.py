@@ -260,11 +260,11 @@ def store(
 
 
 def _kept_word_lists(cache_dir: Path, revision: str) -> dict[str, Path]:
-    """kb search's word lists of `revision` kept in `cache_dir`, by kind."""
+    """Where kb search's word lists of `revision` are kept in `cache_dir`, by kind (a list
+    not kept there is left out of the store)."""
     from kb.spelling import WORD_LISTS, word_list_path
 
-    lists = {kind: word_list_path(cache_dir, kind, revision) for kind in WORD_LISTS}
-    return {kind: path for kind, path in lists.items() if path.exists()}
+    return {kind: word_list_path(cache_dir, kind, revision) for kind in WORD_LISTS}
 
 
 def store_quietly(

@@ -39,7 +39,7 @@ def fetch(run: Rows, kind: str, revision: str) -> str | None:
 def store(conn: Connection, revision: str, lists: Mapping[str, Path]) -> None:
     """Store the word lists at `lists`' paths (by kind) as `revision`'s, in the caller's
     transaction, in place of any stored for it; other revisions' lists are removed. A list
-    that cannot be read is left out (a search collects it)."""
+    that cannot be read (not written, say) is left out: a search collects it."""
     from sqlalchemy import delete
 
     from kb.models import WORD_LISTS as table

@@ -120,7 +120,7 @@ class Speller:
         return [identifier.lower() for identifier in self.identifiers()]
 
     def _cached(self, kind: str, collect: Callable[[], list[str]]) -> list[str]:
-        def shared_or_collected() -> list[str]:
+        def shared_or_collected() -> str:
             # what a matcher build stored for the revision (kb.shared_words): at 1M records
             # a misspelt search with no list in the cache folder took 0.25 s with the
             # vocabulary read from the database, 3.7 s collecting it; a misspelt identifier
@@ -128,10 +128,10 @@ class Speller:
             from kb.shared_words import fetch
 
             text = fetch(self.run, kind, self.revision) if self.revision else None
-            return collect() if text is None else text.splitlines()
+            return "\n".join(collect()) if text is None else text
 
         if self.cache is None:
-            return _packed("\n".join(shared_or_collected()))
+            return _packed(shared_or_collected())
         path = word_list_path(self.cache, kind, self.revision)
         if path in _LOADED:
             return _LOADED[path]
@@ -231,15 +231,16 @@ def word_list_path(cache: Path, kind: str, revision: str) -> Path:
     return cache / f"{kind}-{revision}.txt"
 
 
-def kept_text(cache: Path, kind: str, revision: str, collect: Callable[[], list[str]]) -> str:
+def kept_text(cache: Path, kind: str, revision: str, collect: Callable[[], str]) -> str:
     """The `kind` list of `revision`, one word a line, as read from the cache folder, else
-    collected and kept there (a folder that cannot take it only costs speed)."""
+    `collect`ed (the same text) and kept there (a folder that cannot take it only costs
+    speed)."""
     path = word_list_path(cache, kind, revision)
     try:
         return path.read_text(encoding="utf-8")
     except OSError:
         pass  # not kept yet for this revision
-    text = "\n".join(collect())
+    text = collect()
     keep_text(cache, kind, revision, text)
     return text
 

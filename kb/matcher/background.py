@@ -25,7 +25,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Final
 
@@ -167,7 +167,7 @@ class BackgroundBuild:
         if not self.usable or not self._ended_within(COMMIT_WAIT_SECONDS) or not self._wait():
             return
         parts = parts_path(self.path)
-        lists = {kind: word_list_path(self.path, kind) for kind in WORD_LISTS}
+        lists = {kind: word_list_path(self.path, kind) for kind in WORD_LISTS}  # if written
         try:
             with conn.begin_nested():
                 store(
@@ -176,7 +176,7 @@ class BackgroundBuild:
                     self.revision,
                     FORMAT_VERSION,
                     parts=parts,
-                    word_lists={kind: path for kind, path in lists.items() if path.exists()},
+                    word_lists=lists,
                 )
         except (SQLAlchemyError, OSError):
             return
@@ -372,41 +372,47 @@ def _sources(stream: IO[bytes], word_lists: WordLists) -> Generator[Any, None, N
 
 
 def _sources_read(stream: IO[bytes], word_lists: WordLists) -> Iterator[Any]:
-    from kb.matcher.build import PatternSource, raising_function
-
     for batch in _batches(stream):
         word_lists.add(batch, COLUMN_AT)
-        for (
-            record_id,
-            repo,
-            _slug,  # read above, for the vocabulary
-            message_pattern,
-            error_message,
-            error_class,
-            error_code,
-            file_path,
-            line_number,
-            source_code,
-            source_start,
-            documentation,
-        ) in batch:
-            yield PatternSource(
-                id=record_id,
-                repo=repo,
-                message_pattern=message_pattern,
-                error_message=error_message,
-                error_class=error_class,
-                error_code=error_code,
+        yield from sources_of(batch)
+
+
+def sources_of(batch: Iterable[Sequence[Any]]) -> Iterator[Any]:
+    """The build sources (kb.matcher.build.PatternSource) of rows of COLUMNS, in order: the
+    child's, and those of the build after an import (kb.knowledge), which reads the same."""
+    from kb.matcher.build import PatternSource, raising_function
+
+    for (
+        record_id,
+        repo,
+        _slug,  # for the vocabulary (kb.spelling.WordLists)
+        message_pattern,
+        error_message,
+        error_class,
+        error_code,
+        file_path,
+        line_number,
+        source_code,
+        source_start,
+        documentation,
+    ) in batch:
+        yield PatternSource(
+            id=record_id,
+            repo=repo,
+            message_pattern=message_pattern,
+            error_message=error_message,
+            error_class=error_class,
+            error_code=error_code,
+            file_path=file_path or "",
+            line_number=line_number,
+            function=raising_function(
                 file_path=file_path or "",
                 line_number=line_number,
-                function=raising_function(
-                    file_path=file_path or "",
-                    line_number=line_number,
-                    source_code=source_code,
-                    source_start=source_start,
-                    documentation=documentation,
-                ),
-            )
+                source_code=source_code,
+                source_start=source_start,
+                documentation=documentation,
+            ),
+        )
 
 
 def main(argv: list[str]) -> int:
