@@ -42,7 +42,7 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -173,6 +173,18 @@ def pairs_of(match_json: str) -> list[tuple[str, int]]:
     return sorted((m["id"], m["line"]) for m in json.loads(match_json)["matches"])
 
 
+# Rounds of `kb import` against sqlite-utils, at least, where a size has more than one run: its
+# target is met only when kb is at least as fast in every round (benchmarks/targets.py), and
+# three rounds in turns swung from 0.97 to 1.09 within a run of this machine (2026-12-06).
+IMPORT_ROUNDS: Final = 5
+
+
+def import_rounds(runs: int) -> int:
+    """How many rounds of the import and its peer a size with `runs` runs takes (the 1M size's
+    one run stays one round: a round there takes three minutes)."""
+    return max(runs, IMPORT_ROUNDS) if runs > 1 else runs
+
+
 def measure_import(
     count: int, corpus: Path, db: Path, runs: int, log: Callable[[str], None]
 ) -> dict[str, Any]:
@@ -204,7 +216,7 @@ def measure_import(
     # sqlite-utils' time moved by up to 30% between whole runs.)
     res["sqlite_utils"], res["kb_cli_import"] = Sample(), Sample()
     res["import_rounds"] = []  # each round's sqlite-utils / kb import
-    for i in range(runs):
+    for i in range(import_rounds(runs)):
         if i % 2 == 0:
             su = peer()
             kb = command()
