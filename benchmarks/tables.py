@@ -84,6 +84,20 @@ def _big_ceiling(big_mb: float) -> Any:
     return cell
 
 
+def _memory(r: dict[str, Any], who: str) -> str:
+    """The import's in-memory run of `who` (run.py's measure_import_in_memory), if any."""
+    sample = r.get(f"memory_{who}")
+    return "-" if sample is None else secs(sample)
+
+
+def _memory_ratio(r: dict[str, Any]) -> str:
+    peer, kb = r.get("memory_sqlite_utils"), r.get("memory_kb")
+    if peer is None or kb is None or not (peer.ok and kb.ok):
+        return "-"
+    rounds = ", ".join(f"{x:.2f}" for x in r.get("memory_rounds", []))
+    return f"{peer.s / kb.s:.2f} ({rounds})"
+
+
 def cpu(sample: Sample) -> str:
     return "-" if not sample.ok or sample.cpu != sample.cpu else f"{sample.cpu:,.1f}"
 
@@ -239,8 +253,11 @@ def render(results: list[dict[str, Any]], info: RunInfo, failures: list[str]) ->
         "*Import alone* is the library call without the matcher build; *parse only* is gzip + "
         "`json.loads` per line. sqlite-utils and `kb import` take turns, the one that goes first "
         "swapped each round, and the target is met only when kb was at least as fast in every "
-        "round; *CPU s* is user + system time of every process of the command (kb "
-        "builds the matcher index in a second process beside the import).",
+        "round. *In memory* runs both again with their databases (and kb's matcher cache) in a "
+        "tmpfs, the disk taken out: sqlite-utils commits every batch of rows and kb once, so a "
+        "slow disk slows the peer far more than kb; *CPU s* is user + system time of every "
+        "process of the command (kb builds the matcher index in a second process beside the "
+        "import).",
         "",
     ]
     t = Table(lines, results)
@@ -266,6 +283,9 @@ def render(results: list[dict[str, Any]], info: RunInfo, failures: list[str]) ->
         "each round's speed ratio, in turns",
         lambda r: ", ".join(f"{x:.2f}" for x in r.get("import_rounds", [])) or "-",
     )
+    t.row("in memory (both databases in a tmpfs): `kb import` s", lambda r: _memory(r, "kb"))
+    t.row("in memory: sqlite-utils insert --nl s", lambda r: _memory(r, "sqlite_utils"))
+    t.row("in memory: speed ratio (each round, in turns)", _memory_ratio)
     t.row("kb import alone (no matcher build): s", lambda r: secs(r["kb_import"]))
     t.row("kb import alone: records/s", per_s("kb_import"))
     t.row("kb import alone: peak RSS MB", lambda r: rss(r["kb_import"]))
