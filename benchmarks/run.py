@@ -186,6 +186,31 @@ def import_rounds(runs: int) -> int:
     return max(runs, IMPORT_ROUNDS) if runs > 1 else runs
 
 
+def in_turns(
+    rounds: int, peer: Callable[[], Sample], command: Callable[[], Sample]
+) -> tuple[Sample, Sample, list[float]]:
+    """`rounds` rounds of the peer and kb's command, the one that goes first swapped each
+    round (a slow spell of a shared machine slows both alike): the peer's runs, kb's, and each
+    round's peer / kb."""
+    peer_runs, kb_runs, ratios = Sample(), Sample(), []
+    for i in range(rounds):
+        if i % 2 == 0:
+            su, kb = peer(), command()
+        else:
+            kb, su = command(), peer()
+        peer_runs.add(su)
+        kb_runs.add(kb)
+        ratios.append(su.s / kb.s)
+    return peer_runs, kb_runs, ratios
+
+
+def sqlite_utils_anew(corpus: Path, su_db: Path) -> Sample:
+    """sqlite-utils' insert of `corpus` into a new database at `su_db`."""
+    rm_db(su_db)
+    settle()
+    return peers.sqlite_utils_insert(corpus, su_db)
+
+
 # The command and its peer again with both databases, and kb's matcher cache, in memory (a
 # tmpfs): the disk taken out. sqlite-utils commits each batch of rows (18,756 fdatasync calls
 # at 150,000 records), kb once, so the disk's speed moves the peer far more than kb: on an
@@ -214,28 +239,21 @@ def measure_import_in_memory(
     db, su_db = place / "kb.sqlite3", place / "sqlite-utils.sqlite3"
 
     def peer() -> Sample:
-        rm_db(su_db)
-        settle()
-        return peers.sqlite_utils_insert(corpus, su_db)
+        log(f"{count}: sqlite-utils insert --nl in {MEMORY_DIR}")
+        return sqlite_utils_anew(corpus, su_db)
 
     def command() -> Sample:
+        log(f"{count}: kb import in {MEMORY_DIR}")
         rm_db(db)
         shutil.rmtree(place / "cache", ignore_errors=True)
         settle()
         cache = f"XDG_CACHE_HOME={place / 'cache'}"
         return timed(["env", cache, *KB, "--db", str(db), "import", "--quiet", str(corpus)])
 
-    res["memory_sqlite_utils"], res["memory_kb"] = Sample(), Sample()
     try:
-        for i in range(MEMORY_ROUNDS):
-            log(f"{count}: kb import and sqlite-utils in {MEMORY_DIR}, round {i + 1}")
-            if i % 2 == 0:
-                su, kb = peer(), command()
-            else:
-                kb, su = command(), peer()
-            res["memory_sqlite_utils"].add(su)
-            res["memory_kb"].add(kb)
-            res["memory_rounds"].append(su.s / kb.s)
+        res["memory_sqlite_utils"], res["memory_kb"], res["memory_rounds"] = in_turns(
+            MEMORY_ROUNDS, peer, command
+        )
     finally:
         shutil.rmtree(place, ignore_errors=True)
     return res
@@ -256,9 +274,7 @@ def measure_import(
 
     def peer() -> Sample:
         log(f"{count}: sqlite-utils insert --nl")
-        rm_db(su_db)
-        settle()
-        return peers.sqlite_utils_insert(corpus, su_db)
+        return sqlite_utils_anew(corpus, su_db)
 
     def command() -> Sample:
         # The headline: the command a user runs, on a new database with no matcher cache.
@@ -267,21 +283,12 @@ def measure_import(
         settle()
         return timed([*KB, "--db", str(db), "import", "--quiet", str(corpus)])
 
-    # In turns, the one that goes first swapped each round: a slow spell of a shared machine
-    # slows both alike. (Until 2026-12-03 sqlite-utils ran its runs together, then kb its own;
-    # sqlite-utils' time moved by up to 30% between whole runs.)
-    res["sqlite_utils"], res["kb_cli_import"] = Sample(), Sample()
-    res["import_rounds"] = []  # each round's sqlite-utils / kb import
-    for i in range(import_rounds(runs)):
-        if i % 2 == 0:
-            su = peer()
-            kb = command()
-        else:
-            kb = command()
-            su = peer()
-        res["sqlite_utils"].add(su)
-        res["kb_cli_import"].add(kb)
-        res["import_rounds"].append(su.s / kb.s)
+    # In turns (until 2026-12-03 sqlite-utils ran its runs together, then kb its own;
+    # sqlite-utils' time moved by up to 30% between whole runs); import_rounds holds each
+    # round's sqlite-utils / kb import.
+    res["sqlite_utils"], res["kb_cli_import"], res["import_rounds"] = in_turns(
+        import_rounds(runs), peer, command
+    )
     rm_db(su_db)
     imports, builds = Sample(), Sample()
     for i in range(runs):
