@@ -189,7 +189,10 @@ def _fast_path(pattern: str) -> tuple[list[str | None], bool] | None:
 def _keys_from_runs(runs: list[str]) -> tuple[tuple[str, ...], int, int]:
     """Required literal runs -> (keys best first, newlines before the best key, total newlines).
 
-    Keys never span a newline: a message split over lines may arrive with prefixes between."""
+    Keys never span a newline: a message split over lines may arrive with prefixes between.
+    Nor do they hold a NUL: Hyperscan's Python bindings read a literal up to its first NUL, so a
+    key that began with one stopped the whole index from compiling (a single record's message
+    did, found by tests/fuzz_cli.py); the pieces around it are required all the same."""
     lines_before = 0
     found: list[tuple[str, int]] = []
     for run in runs:
@@ -197,9 +200,10 @@ def _keys_from_runs(runs: list[str]) -> tuple[tuple[str, ...], int, int]:
         for i, part in enumerate(parts):
             if i:
                 lines_before += 1
-            piece = part.strip(" \t\r")
-            if piece:
-                found.append((part if len(piece) == len(part) else piece, lines_before))
+            for bit in part.split("\0"):
+                piece = bit.strip(" \t\r")
+                if piece:
+                    found.append((bit if len(piece) == len(bit) else piece, lines_before))
     if not found:
         return (), 0, lines_before
     order = sorted(range(len(found)), key=lambda i: (-len(found[i][0]), i))

@@ -292,6 +292,37 @@ def test_match_on_a_database_at_an_old_schema_exits_3(invoke: Any, db_url: str) 
     assert "Run `kb db upgrade`" in result.stderr
 
 
+def test_a_nul_in_a_message_or_code_neither_breaks_the_index_nor_hides_the_record(
+    invoke: Any, tmp_path: Path, db_path: Path
+) -> None:
+    # A message starting with NUL made Hyperscan refuse the whole index (its bindings read a
+    # literal up to the NUL): the import exited 1 with a traceback and every match after it.
+    # SQLite only (db_path): PostgreSQL refuses such a record at import (tests/test_import.py).
+    wrapped = json.loads(SEED.read_text(encoding="utf-8"))
+    lines = []
+    for number, (message, code) in enumerate(
+        [("\x00boom: the widget exploded", None), ("the gadget\x00 melted away", "\x00E42")]
+    ):
+        record = {
+            **wrapped["record"],
+            "id": f"{number:016x}",
+            "slug": f"nul-{number}",
+            "errorMessage": message,
+            "messagePattern": message,
+            "errorCode": code,
+        }
+        lines.append(json.dumps({"record": record}))
+    dataset = tmp_path / "nul.jsonl"
+    dataset.write_text("\n".join(lines), encoding="utf-8")
+    assert invoke("import", str(dataset)).exit_code == 0
+    log = tmp_path / "nul.log"
+    log.write_bytes(b"start\n\x00boom: the widget exploded\nthe gadget\x00 melted away\n")
+    result = invoke("match", str(log), "--json")
+    assert result.exit_code == 0, result.output
+    found = [(m["line"], m["record"]["id"]) for m in json.loads(result.output)["matches"]]
+    assert sorted(found) == [(2, "0000000000000000"), (3, "0000000000000001")]
+
+
 def test_matching_against_an_empty_knowledge_base_says_what_to_do(invoke: Any) -> None:
     result = invoke("match", input="ValueError: boom\n")
     assert result.exit_code == 1

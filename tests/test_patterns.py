@@ -35,6 +35,36 @@ def test_plain_pattern_keeps_its_longest_literal_as_the_first_key() -> None:
     assert prep.warning is None
 
 
+@pytest.mark.parametrize(
+    ("pattern", "keys", "line"),
+    [
+        (
+            "\x00boom: the widget exploded",
+            ("boom: the widget exploded",),
+            "\x00boom: the widget exploded",
+        ),
+        (
+            "the gadget\x00 melted into a (.+?) puddle",
+            ("melted into a", "the gadget", "puddle"),
+            "the gadget\x00 melted into a warm puddle",
+        ),
+        (  # the JavaScript escape is a NUL too
+            "Unknown \\x00 byte in (.+?) stream",
+            ("Unknown", "byte in", "stream"),
+            "Unknown \x00 byte in the stream",
+        ),
+    ],
+)
+def test_keys_hold_no_nul_but_the_pieces_around_it(
+    pattern: str, keys: tuple[str, ...], line: str
+) -> None:
+    # Hyperscan's bindings read a literal up to its first NUL: a key starting with one made
+    # the whole index fail to compile (tests/fuzz_cli.py found it).
+    prep = prepare(pattern, pattern)
+    assert prep.keys == keys
+    assert prep.regex is not None and re2.search(prep.regex, line)
+
+
 def test_trailing_lazy_group_takes_the_whole_value_a_person_reads() -> None:
     prep = prepare("status code (.+?)", "status code {code}")
     assert prep.regex is not None

@@ -416,7 +416,12 @@ class _RowWriter:
                         if len(template) >= TEMPLATE_MIN_CHARS:
                             templates.append((template, p_idx, len(template)))
             code = src.error_code
-            if code and MIN_CODE_CHARS <= len(code) <= MAX_KEY_CHARS and code not in NOT_CODES:
+            if (
+                code
+                and MIN_CODE_CHARS <= len(code) <= MAX_KEY_CHARS
+                and code not in NOT_CODES
+                and "\0" not in code  # Hyperscan's bindings would cut it there (kb.patterns)
+            ):
                 self.codes.setdefault(code, []).append(rec_idx)
             path = src.file_path.replace("\\", "/").lstrip("./")
             if path == UNKNOWN_FILE:
