@@ -1,4 +1,4 @@
-"""Bad input never crashes a command: a fixed seed of tests/fuzz_cli.py's rounds."""
+"""Bad input never crashes a command: a fixed seed of fuzz_cli.py's rounds (beside this file)."""
 
 from __future__ import annotations
 
@@ -7,12 +7,13 @@ from typing import Any
 
 import pytest
 
-from tests.fuzz_cli import fuzz
+from tests.reliability.fuzz_cli import fuzz
 
 SEED = 20261206
 # About 0.13 s a round on the 2-core machine: a few seconds of the suite. More by hand,
-# `python tests/fuzz_cli.py SEED SECONDS`: seed 7 found, within its first 90 seconds, that
-# a message starting with NUL broke the matcher's index (kb.patterns; tested on its own now).
+# `python tests/reliability/fuzz_cli.py SEED SECONDS`: seed 7 found, within its first 90
+# seconds, that a message starting with NUL broke the matcher's index (kb.patterns; tested on
+# its own now).
 ROUNDS = 40
 
 

@@ -7,9 +7,9 @@ truncated file or a truncated gzip; then matches one of the real logs of
 tests/fixtures/reallogs, mutated (NULs, CRs, bytes that are not UTF-8, 100,000-character
 lines, line numbers past 64 bits, the records' own messages), in every format; then searches,
 shows, counts and exports. A crash is an exception that escapes a command or an exit code
-outside the documented 0-3. tests/test_fuzz_cli.py runs a few rounds of a fixed seed; by hand:
+outside the documented 0-3. test_fuzz_cli.py runs a few rounds of a fixed seed; by hand:
 
-    .venv/bin/python tests/fuzz_cli.py SEED SECONDS
+    .venv/bin/python tests/reliability/fuzz_cli.py SEED SECONDS
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from typing import Any
 
 from click.testing import CliRunner
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).parent.parent / "fixtures"
 # Logs larger than this make a round slow without reaching code the smaller ones do not.
 MAX_LOG_BYTES = 200_000
 # Values a field may be replaced by: every JSON type, text that breaks terminals, SQL,
