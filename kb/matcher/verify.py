@@ -12,6 +12,7 @@ match for minutes on a 60-character line.
 from __future__ import annotations
 
 import re
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any, Final, NamedTuple
 
@@ -251,7 +252,10 @@ def _confirm(pattern: Pattern, subject: str, m: Any) -> bool:
     if pattern.nested or m.end() - m.start() > GUARD_MAX_CHARS:
         return True
     try:
-        return re.search(pattern.regex, subject[m.start() : m.end()]) is not None
+        # Quiet: Python's warnings about the pattern (`[a--z]`, `[[`) would reach the terminal.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return re.search(pattern.regex, subject[m.start() : m.end()]) is not None
     except re.error:
         return False
 

@@ -5,6 +5,9 @@ error beside it is still found. (Issue 13, defects 1 and 2; the matcher runs RE2
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -93,3 +96,33 @@ def test_hostile_records_can_be_deleted_and_matching_goes_on_without_them(
     found = json.loads(invoke("match", "--json", input=SEED_LINE + "\n").stdout)["matches"]
     assert [m["id"] for m in found] == [seed_record()["id"]]
     assert invoke("show", long_literal).exit_code == 1
+
+
+def test_python_s_warnings_about_a_pattern_never_reach_the_terminal(
+    tmp_path: Path, db_path: Path
+) -> None:
+    # `[a-z--]` makes Python's regex parser warn "Possible set difference": the warning line,
+    # naming kb's source, was printed by `kb import` (the pattern checked) and could be by `kb
+    # match` (a backtracking-only pattern confirmed by `re`). A process of its own, as a user
+    # runs it: the test runner's own warning capture would hide what the terminal sees.
+    set_syntax = r"Gadget (\w+) and \1 melted [a-z--]+ down"
+    records = [seed_record(), hostile_record(set_syntax, 1)]
+    dataset = tmp_path / "records.jsonl"
+    dataset.write_text("".join(json.dumps(r) + "\n" for r in records))
+    log = tmp_path / "app.log"
+    log.write_text(f"start\n{SEED_LINE}\nValueError: Gadget foo and foo melted x-y down\n")
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONWARNINGS"}
+    kb = [sys.executable, "-m", "kb", "--db", str(db_path)]
+    imported = subprocess.run(
+        [*kb, "import", str(dataset)], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert imported.returncode == 0, imported.stderr
+    matched = subprocess.run(
+        [*kb, "match", str(log), "--json"], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert matched.returncode == 0, matched.stderr
+    found = {(m["line"], m["record"]["id"]) for m in json.loads(matched.stdout)["matches"]}
+    assert (3, f"{1:016x}") in found  # the pattern was run, and confirmed by `re`
+    for stderr in (imported.stderr, matched.stderr):
+        assert "Warning" not in stderr
+        assert "set difference" not in stderr
