@@ -5,9 +5,11 @@ mutated (a field replaced by NUL, a lone surrogate, an ANSI escape, a 70,000-cha
 number past 64 bits, NaN, a nested object, a hostile regex...), as JSON Lines, a JSON array, a
 truncated file or a truncated gzip; then matches one of the real logs of
 tests/fixtures/reallogs, mutated (NULs, CRs, bytes that are not UTF-8, 100,000-character
-lines, line numbers past 64 bits, the records' own messages), in every format; then searches,
-shows, counts and exports. A crash is an exception that escapes a command or an exit code
-outside the documented 0-3. test_fuzz_cli.py runs a few rounds of a fixed seed; by hand:
+lines, line numbers past 64 bits, the records' own messages), in every format, from a file or
+stdin; then searches (with filters), shows, counts, exports and, now and then, deletes. A
+crash is an exception that escapes a command, an exit code outside the documented 0-3, or a
+Python warning (which a user's terminal would show).
+test_fuzz_cli.py runs a few rounds of a fixed seed; by hand:
 
     .venv/bin/python tests/reliability/fuzz_cli.py SEED SECONDS
 """
@@ -21,6 +23,7 @@ import random
 import sys
 import tempfile
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -99,19 +102,34 @@ class Fuzzer:
         options = rng.choice([[], ["--brief"], ["--top", "3"], ["--min-score", "0.5"]])
         form = rng.choice(["text", "json", "markdown", "github"])
         self._run(["--db", str(db), "match", str(log), "--format", form, "--no-pager", *options])
-        message = str(rng.choice(self.records)["record"].get("errorMessage"))[:40]
+        if rng.random() < 0.3:  # a paste on stdin instead of a file
+            self._run(["--db", str(db), "match", "-", "--json"], stdin=self._log())
+        record = rng.choice(self.records)["record"]
+        message = str(record.get("errorMessage"))[:40]
         query = rng.choice([*QUERIES, message])
-        self._run(["--db", str(db), "search", query, "--json"])
-        self._run(["--db", str(db), "show", query or "x"])
+        where = rng.choice([[], ["--repo", query], ["--tag", query], ["--code", query]])
+        self._run(["--db", str(db), "search", query, "--json", *where])
+        name = rng.choice([query or "x", str(record.get("id")), str(record.get("slug"))])
+        self._run(["--db", str(db), "show", name, "--format", rng.choice(["text", "json"])])
         self._run(["--db", str(db), "stats", "--json"])
         self._run(["--db", str(db), "export", "-"])
+        if rng.random() < 0.2:  # the next match rebuilds, reloads or fetches the index
+            self._run(["--db", str(db), "delete", name, *rng.choice([[], ["--dry-run"]])])
 
-    def _run(self, args: list[str]) -> None:
+    def _run(self, args: list[str], stdin: bytes | None = None) -> None:
         self.invocations += 1
-        result = self.runner.invoke(self.cli, args, catch_exceptions=True)
+        # Every warning recorded, each time: Python would print one (once per place in the
+        # source) on the user's terminal, and a test runner's capture would hide it.
+        with warnings.catch_warnings(record=True) as warned:
+            warnings.simplefilter("always")
+            result = self.runner.invoke(self.cli, args, input=stdin, catch_exceptions=True)
         escaped = result.exception is not None and not isinstance(result.exception, SystemExit)
         if escaped or result.exit_code not in (0, 1, 2, 3):
             self.crashes.append(Crash(args, result.exit_code, repr(result.exception)[:500]))
+        elif warned:
+            warning = warned[0]
+            shown = f"{warning.category.__name__}: {warning.message} ({warning.filename})"
+            self.crashes.append(Crash(args, result.exit_code, shown[:500]))
 
     def _source(self) -> Path:
         """A dataset file of a few records, some mutated, in one of the forms import reads."""
