@@ -11,7 +11,7 @@ crash is an exception that escapes a command, an exit code outside the documente
 Python warning (which a user's terminal would show).
 test_fuzz_cli.py runs a few rounds of a fixed seed; by hand:
 
-    .venv/bin/python tests/reliability/fuzz_cli.py SEED SECONDS
+    .venv/bin/python tests/reliability/fuzz_cli.py SEED SECONDS [DATABASE_URL...]
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from click.testing import CliRunner
 
@@ -55,6 +55,16 @@ QUERIES: list[str] = [
 ]  # fmt: skip
 
 
+# Warnings Python does not show a user by default (its default filters): a ResourceWarning
+# is one (PostgreSQL connections an in-process command leaves to the collector).
+UNSHOWN_WARNINGS: Final = (
+    DeprecationWarning,
+    PendingDeprecationWarning,
+    ImportWarning,
+    ResourceWarning,
+)
+
+
 @dataclass
 class Crash:
     """One command that crashed: its arguments, exit code and the exception's repr."""
@@ -65,14 +75,16 @@ class Crash:
 
 
 class Fuzzer:
-    """Rounds of mutated imports, matches and look-ups on a few databases in `folder`."""
+    """Rounds of mutated imports, matches and look-ups: on `databases` (URLs) in turn, else on
+    three SQLite files in `folder`, one of them removed every third round."""
 
-    def __init__(self, seed: int, folder: Path) -> None:
+    def __init__(self, seed: int, folder: Path, databases: list[str] | None = None) -> None:
         from kb.cli import cli
 
         self.cli = cli
         self.rng = random.Random(seed)
         self.folder = folder
+        self.databases = databases
         self.runner = CliRunner()
         lines = (FIXTURES / "records40.jsonl").read_text(encoding="utf-8").splitlines()
         self.records: list[dict[str, Any]] = [json.loads(line) for line in lines if line]
@@ -88,33 +100,37 @@ class Fuzzer:
     def round(self) -> None:
         rng = self.rng
         self.rounds += 1
-        db = self.folder / f"db{self.rounds % 3}.sqlite3"
-        if self.rounds % 3 == 0:
-            db.unlink(missing_ok=True)  # a first import as often as a later one
+        if self.databases:
+            db = self.databases[self.rounds % len(self.databases)]
+        else:
+            path = self.folder / f"db{self.rounds % 3}.sqlite3"
+            if self.rounds % 3 == 0:
+                path.unlink(missing_ok=True)  # a first import as often as a later one
+            db = str(path)
         source = self._source()
-        self._run(["--db", str(db), "import", str(source), "--quiet"])
+        self._run(["--db", db, "import", str(source), "--quiet"])
         if rng.random() < 0.2:
-            self._run(["--db", str(db), "import", str(source), "--json"])
-        if not db.exists():
-            return
+            self._run(["--db", db, "import", str(source), "--json"])
+        if not self.databases and not Path(db).exists():
+            return  # nothing imported into a new file: nothing to look up
         log = self.folder / "log.txt"
         log.write_bytes(self._log())
         options = rng.choice([[], ["--brief"], ["--top", "3"], ["--min-score", "0.5"]])
         form = rng.choice(["text", "json", "markdown", "github"])
-        self._run(["--db", str(db), "match", str(log), "--format", form, "--no-pager", *options])
+        self._run(["--db", db, "match", str(log), "--format", form, "--no-pager", *options])
         if rng.random() < 0.3:  # a paste on stdin instead of a file
-            self._run(["--db", str(db), "match", "-", "--json"], stdin=self._log())
+            self._run(["--db", db, "match", "-", "--json"], stdin=self._log())
         record = rng.choice(self.records)["record"]
         message = str(record.get("errorMessage"))[:40]
         query = rng.choice([*QUERIES, message])
         where = rng.choice([[], ["--repo", query], ["--tag", query], ["--code", query]])
-        self._run(["--db", str(db), "search", query, "--json", *where])
+        self._run(["--db", db, "search", query, "--json", *where])
         name = rng.choice([query or "x", str(record.get("id")), str(record.get("slug"))])
-        self._run(["--db", str(db), "show", name, "--format", rng.choice(["text", "json"])])
-        self._run(["--db", str(db), "stats", "--json"])
-        self._run(["--db", str(db), "export", "-"])
+        self._run(["--db", db, "show", name, "--format", rng.choice(["text", "json"])])
+        self._run(["--db", db, "stats", "--json"])
+        self._run(["--db", db, "export", "-"])
         if rng.random() < 0.2:  # the next match rebuilds, reloads or fetches the index
-            self._run(["--db", str(db), "delete", name, *rng.choice([[], ["--dry-run"]])])
+            self._run(["--db", db, "delete", name, *rng.choice([[], ["--dry-run"]])])
 
     def _run(self, args: list[str], stdin: bytes | None = None) -> None:
         self.invocations += 1
@@ -126,10 +142,10 @@ class Fuzzer:
         escaped = result.exception is not None and not isinstance(result.exception, SystemExit)
         if escaped or result.exit_code not in (0, 1, 2, 3):
             self.crashes.append(Crash(args, result.exit_code, repr(result.exception)[:500]))
-        elif warned:
-            warning = warned[0]
-            shown = f"{warning.category.__name__}: {warning.message} ({warning.filename})"
-            self.crashes.append(Crash(args, result.exit_code, shown[:500]))
+        elif shown := [w for w in warned if not issubclass(w.category, UNSHOWN_WARNINGS)]:
+            first = shown[0]
+            text = f"{first.category.__name__}: {first.message} ({first.filename})"
+            self.crashes.append(Crash(args, result.exit_code, text[:500]))
 
     def _source(self) -> Path:
         """A dataset file of a few records, some mutated, in one of the forms import reads."""
@@ -196,9 +212,16 @@ class Fuzzer:
         return bytes(log)
 
 
-def fuzz(seed: int, folder: Path, *, rounds: int = 0, seconds: float = 0.0) -> Fuzzer:
+def fuzz(
+    seed: int,
+    folder: Path,
+    *,
+    rounds: int = 0,
+    seconds: float = 0.0,
+    databases: list[str] | None = None,
+) -> Fuzzer:
     """Run `rounds` rounds, or as many as fit in `seconds`; the fuzzer, with its crashes."""
-    fuzzer = Fuzzer(seed, folder)
+    fuzzer = Fuzzer(seed, folder, databases)
     started = time.monotonic()
     while (rounds and fuzzer.rounds < rounds) or (seconds and time.monotonic() - started < seconds):
         fuzzer.round()
@@ -206,11 +229,11 @@ def fuzz(seed: int, folder: Path, *, rounds: int = 0, seconds: float = 0.0) -> F
 
 
 def main(argv: list[str]) -> int:
-    seed, seconds = int(argv[0]), float(argv[1])
+    seed, seconds, databases = int(argv[0]), float(argv[1]), argv[2:] or None
     folder = Path(tempfile.mkdtemp(prefix="kb-fuzz-"))
     os.environ["XDG_CACHE_HOME"] = str(folder / "cache")  # no test touches $HOME
     os.environ["XDG_DATA_HOME"] = str(folder / "data")
-    fuzzer = fuzz(seed, folder, seconds=seconds)
+    fuzzer = fuzz(seed, folder, seconds=seconds, databases=databases)
     for crash in fuzzer.crashes:
         print(f"crash: kb {' '.join(crash.args)[:200]}: exit {crash.exit_code}: {crash.error}")
     print(

@@ -17,12 +17,18 @@ SEED = 20261206
 ROUNDS = 40
 
 
-def test_mutated_records_logs_and_queries_never_crash_a_command(tmp_path: Path) -> None:
-    fuzzer = fuzz(SEED, tmp_path, rounds=ROUNDS)
+@pytest.mark.databases
+def test_mutated_records_logs_and_queries_never_crash_a_command(
+    tmp_path: Path, database: str, db_url: str
+) -> None:
+    # On SQLite three files, one new every third round; on PostgreSQL the test's database.
+    databases = [db_url] if database == "postgresql" else None
+    fuzzer = fuzz(SEED, tmp_path, rounds=ROUNDS, databases=databases)
     assert fuzzer.crashes == []
     # The rounds reached every command, not only failed imports.
     assert fuzzer.invocations > ROUNDS * 4
-    assert any(tmp_path.glob("db*.sqlite3"))
+    if databases is None:
+        assert any(tmp_path.glob("db*.sqlite3"))
 
 
 def test_the_fuzzer_reports_a_command_that_raises(
