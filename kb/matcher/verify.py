@@ -12,7 +12,6 @@ match for minutes on a 60-character line.
 from __future__ import annotations
 
 import re
-import warnings
 from collections.abc import Callable, Sequence
 from typing import Any, Final, NamedTuple
 
@@ -251,13 +250,13 @@ def _confirm(pattern: Pattern, subject: str, m: Any) -> bool:
     cannot backtrack without end (`nested`). Otherwise RE2's superset stands."""
     if pattern.nested or m.end() - m.start() > GUARD_MAX_CHARS:
         return True
+    from kb.regex import quietly  # Python's warnings about the pattern (`[a-z--]`) kept off
+
     try:
-        # Quiet: Python's warnings about the pattern (`[a--z]`, `[[`) would reach the terminal.
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            return re.search(pattern.regex, subject[m.start() : m.end()]) is not None
+        compiled = quietly(lambda: re.compile(pattern.regex))  # re's own cache after the first
     except re.error:
         return False
+    return compiled.search(subject[m.start() : m.end()]) is not None
 
 
 def covers_message(subject: str, start: int, end: int, leading: bool = False) -> bool:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -126,3 +127,28 @@ def test_python_s_warnings_about_a_pattern_never_reach_the_terminal(
     for stderr in (imported.stderr, matched.stderr):
         assert "Warning" not in stderr
         assert "set difference" not in stderr
+
+
+def test_quiet_parses_in_several_threads_leave_python_s_warnings_as_they_were() -> None:
+    # warnings.catch_warnings swaps process-wide filters: two threads in it at once can put
+    # back each other's, leaving warnings off for the rest of a server's life.
+    import threading
+    import warnings
+
+    from kb.regex import quietly
+
+    def parse_slowly() -> None:
+        def call() -> None:
+            time.sleep(0.002)  # long enough for the other threads to come in
+            re.compile(r"[a-z--]+")
+
+        for _ in range(20):
+            quietly(call)
+
+    before = list(warnings.filters)
+    threads = [threading.Thread(target=parse_slowly) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert warnings.filters == before
