@@ -200,7 +200,7 @@ def _keys_from_runs(runs: list[str]) -> tuple[tuple[str, ...], int, int]:
         for i, part in enumerate(parts):
             if i:
                 lines_before += 1
-            for bit in part.split("\0"):
+            for bit in part.split("\0") if "\0" in part else (part,):
                 piece = bit.strip(" \t\r")
                 if piece:
                     found.append((bit if len(piece) == len(bit) else piece, lines_before))
