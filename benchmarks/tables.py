@@ -94,8 +94,12 @@ def _memory_ratio(r: dict[str, Any]) -> str:
     peer, kb = r.get("memory_sqlite_utils"), r.get("memory_kb")
     if peer is None or kb is None or not (peer.ok and kb.ok):
         return "-"
-    rounds = ", ".join(f"{x:.2f}" for x in r.get("memory_rounds", []))
-    return f"{peer.s / kb.s:.2f} ({rounds})"
+    return f"{peer.s / kb.s:.2f} ({_rounds(r, 'memory_rounds')})"
+
+
+def _rounds(r: dict[str, Any], key: str) -> str:
+    """Each round's speed ratio (run.py's in_turns), as written beside a figure."""
+    return ", ".join(f"{x:.2f}" for x in r.get(key, []))
 
 
 def cpu(sample: Sample) -> str:
@@ -281,7 +285,7 @@ def render(results: list[dict[str, Any]], info: RunInfo, failures: list[str]) ->
     )
     t.row(
         "each round's speed ratio, in turns",
-        lambda r: ", ".join(f"{x:.2f}" for x in r.get("import_rounds", [])) or "-",
+        lambda r: _rounds(r, "import_rounds") or "-",
     )
     t.row("in memory (both databases in a tmpfs): `kb import` s", lambda r: _memory(r, "kb"))
     t.row("in memory: sqlite-utils insert --nl s", lambda r: _memory(r, "sqlite_utils"))

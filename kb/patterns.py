@@ -12,6 +12,8 @@ from dataclasses import dataclass, replace
 from re import _parser as sre_parse  # type: ignore[attr-defined]
 from typing import Any
 
+from kb.regex import quietly
+
 # The parser's opcodes (re._constants, re-exported by the parser module).
 ANY = sre_parse.ANY
 ASSERT = sre_parse.ASSERT
@@ -510,8 +512,6 @@ def _parse(regex: str) -> Any:
     reached the terminal of whoever imported such a record, as Python's own warning lines
     naming kb's source. None of the shared corpus's patterns gets here (the fast path takes
     them all), so the cost (1.5 us a parse) is paid only by unusual ones."""
-    from kb.regex import quietly
-
     return quietly(lambda: sre_parse.parse(regex))
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from kb import quick
 from kb.config import cache_dir_for
-from tests.conftest import LIST_MODULES_AT_EXIT, SEED, kb_noting_its_end
+from tests.conftest import LIST_MODULES_AT_EXIT, SEED, kb_noting_its_end, seed_record
 
 pytestmark = pytest.mark.databases  # each test on SQLite and on PostgreSQL
 
@@ -298,13 +298,12 @@ def test_a_nul_in_a_message_or_code_neither_breaks_the_index_nor_hides_the_recor
     # A message starting with NUL made Hyperscan refuse the whole index (its bindings read a
     # literal up to the NUL): the import exited 1 with a traceback and every match after it.
     # SQLite only (db_path): PostgreSQL refuses such a record at import (tests/test_import.py).
-    wrapped = json.loads(SEED.read_text(encoding="utf-8"))
     lines = []
     for number, (message, code) in enumerate(
         [("\x00boom: the widget exploded", None), ("the gadget\x00 melted away", "\x00E42")]
     ):
         record = {
-            **wrapped["record"],
+            **seed_record(),
             "id": f"{number:016x}",
             "slug": f"nul-{number}",
             "errorMessage": message,
