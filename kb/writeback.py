@@ -63,12 +63,9 @@ def _sync_until(paths: list[Path], stop: threading.Event) -> None:
     try:
         while not stop.wait(WRITEBACK_SECONDS):
             for path in paths:
-                fd = fds.get(path)
-                if fd is None:
-                    try:
-                        fd = fds[path] = os.open(path, os.O_RDONLY)
-                    except OSError:  # not there (yet): the WAL of a first load, as a rule
-                        continue
+                fd = _open_as_named(fds, path)
+                if fd is None:  # not there (yet): the WAL of a first load, as a rule
+                    continue
                 try:
                     _SYNC(fd)
                 except OSError:  # a file system that cannot: the commit syncs as before
@@ -76,3 +73,26 @@ def _sync_until(paths: list[Path], stop: threading.Event) -> None:
     finally:
         for fd in fds.values():
             os.close(fd)
+
+
+def _open_as_named(fds: dict[Path, int], path: Path) -> int | None:
+    """A descriptor of the file now at path, kept in fds between rounds; None if none is.
+
+    A descriptor kept from an earlier round may name a file no longer there: a first load
+    leaves WAL for a rollback journal, and SQLite deletes the WAL then (kb.db), and makes a
+    new one when it turns WAL on again. Syncing the deleted one would write nothing anybody
+    reads, so it is let go and the path opened again."""
+    fd = fds.get(path)
+    if fd is not None:
+        try:
+            linked = os.fstat(fd).st_nlink > 0
+        except OSError:
+            linked = False
+        if linked:
+            return fd
+        os.close(fds.pop(path))
+    try:
+        fd = fds[path] = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    return fd

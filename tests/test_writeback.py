@@ -24,7 +24,9 @@ def synced(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     names: list[str] = []
 
     def sync(fd: int) -> None:
-        names.append(os.readlink(f"/proc/self/fd/{fd}"))
+        # A first load deletes the WAL (kb.db); one deleted between the thread's look and
+        # its sync is named "<path> (deleted)", the same file as far as these tests go.
+        names.append(os.readlink(f"/proc/self/fd/{fd}").removesuffix(" (deleted)"))
 
     if not Path("/proc/self/fd").is_dir():
         pytest.skip("needs /proc to name a file descriptor")
@@ -85,3 +87,26 @@ def test_nothing_is_synced_for_a_database_without_a_file_of_its_own(
         time.sleep(0.05)
     assert synced == []
     assert not [t for t in threading.enumerate() if t.name == "kb-writeback"]
+
+
+def test_a_file_deleted_and_made_again_is_synced_anew(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A first load deletes the WAL and makes a new one after it (kb.db): the thread syncs the
+    # file at the path, not the deleted one it opened before. Each file is told by what it holds.
+    synced: list[bytes] = []
+    monkeypatch.setattr(writeback, "_SYNC", lambda fd: synced.append(os.pread(fd, 16, 0)))
+    monkeypatch.setattr(writeback, "WRITEBACK_SECONDS", 0.01)
+    db = tmp_path / "kb.sqlite3"
+    db.write_bytes(b"database")
+    wal = tmp_path / "kb.sqlite3-wal"
+    wal.write_bytes(b"first WAL")
+    with writeback.written_back(create_engine(f"sqlite:///{db}")):
+        time.sleep(0.1)
+        wal.unlink()
+        time.sleep(0.05)
+        wal.write_bytes(b"second WAL")
+        time.sleep(0.1)
+    wals = [content for content in synced if content != b"database"]
+    assert wals[0] == b"first WAL" and wals[-1] == b"second WAL"
+    assert wals == sorted(wals)  # never the first again once the second was synced
