@@ -20,7 +20,7 @@ import sys
 import tempfile
 from typing import Any, Final
 
-# The worker's exit status when Hyperscan refused the keys (its message on stderr); any other
+# The worker's exit status when Hyperscan refused every key (its message on stderr); any other
 # failure (no interpreter, killed for memory) compiles the keys in this process instead.
 REFUSED: Final = 3
 # Fewer keys than this are compiled here: their peak is small (about 23 MB), and starting a
@@ -30,8 +30,8 @@ IN_PROCESS_KEYS: Final = 10_000
 
 def compiled(keys: list[tuple[int, str]]) -> bytes:
     """A serialised Hyperscan database of literal keys (id, key), compiled in a worker
-    process (in this one when no worker can run). Raises hyperscan.error if Hyperscan refuses
-    them."""
+    process (in this one when no worker can run); keys Hyperscan refuses are left out
+    (compile_literals). Raises hyperscan.error if it refuses them all."""
     return Compiling(keys).result()
 
 
@@ -96,7 +96,25 @@ class Compiling:
 
 
 def compile_literals(ids: list[int], expressions: list[bytes]) -> bytes:
-    """The database of `expressions` (literal bytes) with their `ids`, serialised."""
+    """The database of `expressions` (literal bytes) with their `ids`, serialised.
+
+    A key Hyperscan refuses is left out, not the build failed: one record's key must not cost
+    every record its matching (a NUL at the start of a message once did, kb.patterns). None
+    is known to be refused now (keys are cut at NULs and line breaks, never empty, and of
+    bounded length); a pattern whose key is left out is found by its other keys or not at
+    all. Raises hyperscan.error only when Hyperscan refuses every key."""
+    import hyperscan
+
+    try:
+        return _database(ids, expressions)
+    except hyperscan.error:
+        kept = _accepted(list(zip(ids, expressions, strict=True)))
+        if not kept:
+            raise
+        return _database([key_id for key_id, _ in kept], [key for _, key in kept])
+
+
+def _database(ids: list[int], expressions: list[bytes]) -> bytes:
     import hyperscan
 
     db: Any = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
@@ -108,6 +126,21 @@ def compile_literals(ids: list[int], expressions: list[bytes]) -> bytes:
         literal=True,
     )
     return bytes(hyperscan.dumpb(db))
+
+
+def _accepted(keys: list[tuple[int, bytes]]) -> list[tuple[int, bytes]]:
+    """The keys Hyperscan accepts, found by halves: a half it compiles is kept whole, so a
+    few refused keys among n cost about 2n keys' compiling, not n compiles."""
+    import hyperscan
+
+    try:
+        _database([key_id for key_id, _ in keys], [key for _, key in keys])
+    except hyperscan.error:
+        if len(keys) == 1:
+            return []
+        middle = len(keys) // 2
+        return _accepted(keys[:middle]) + _accepted(keys[middle:])
+    return keys
 
 
 class ShardWriter:
