@@ -20,8 +20,9 @@ import sys
 import tempfile
 from typing import Any, Final
 
-# The worker's exit status when Hyperscan refused every key (its message on stderr); any other
-# failure (no interpreter, killed for memory) compiles the keys in this process instead.
+# The worker's exit status when Hyperscan refused the keys (compile_literals raised; its
+# message on stderr); any other failure (no interpreter, killed for memory) compiles the keys
+# in this process instead.
 REFUSED: Final = 3
 # Fewer keys than this are compiled here: their peak is small (about 23 MB), and starting a
 # worker (30-60 ms) would cost more than it saves; small knowledge bases never start one.
@@ -31,7 +32,7 @@ IN_PROCESS_KEYS: Final = 10_000
 def compiled(keys: list[tuple[int, str]]) -> bytes:
     """A serialised Hyperscan database of literal keys (id, key), compiled in a worker
     process (in this one when no worker can run); keys Hyperscan refuses are left out
-    (compile_literals). Raises hyperscan.error if it refuses them all."""
+    (compile_literals), which says when it raises hyperscan.error."""
     return Compiling(keys).result()
 
 
@@ -101,8 +102,9 @@ def compile_literals(ids: list[int], expressions: list[bytes]) -> bytes:
     A key Hyperscan refuses is left out, not the build failed: one record's key must not cost
     every record its matching (a NUL at the start of a message once did, kb.patterns). None
     is known to be refused now (keys are cut at NULs and line breaks, never empty, and of
-    bounded length); a pattern whose key is left out is found by its other keys or not at
-    all. Raises hyperscan.error only when Hyperscan refuses every key."""
+    bounded length); a pattern whose key is left out is no longer found through it. Raises
+    hyperscan.error when every key is refused, or the keys it accepts one half at a time are
+    refused together (a limit of the whole set, which no key's leaving out would mend)."""
     import hyperscan
 
     try:
