@@ -110,7 +110,7 @@ def compile_literals(ids: list[int], expressions: list[bytes]) -> bytes:
     try:
         return _database(ids, expressions)
     except hyperscan.error:
-        kept = _accepted(list(zip(ids, expressions, strict=True)))
+        kept = _accepted_among_refused(list(zip(ids, expressions, strict=True)))
         if not kept:
             raise
         return _database([key_id for key_id, _ in kept], [key for _, key in kept])
@@ -130,19 +130,24 @@ def _database(ids: list[int], expressions: list[bytes]) -> bytes:
     return bytes(hyperscan.dumpb(db))
 
 
-def _accepted(keys: list[tuple[int, bytes]]) -> list[tuple[int, bytes]]:
-    """The keys Hyperscan accepts, found by halves: a half it compiles is kept whole, so a
-    few refused keys among n cost about 2n keys' compiling, not n compiles."""
+def _accepted_among_refused(keys: list[tuple[int, bytes]]) -> list[tuple[int, bytes]]:
+    """The keys Hyperscan accepts among `keys`, which it refused together, found by halves: a
+    half it compiles is kept whole, so a few refused keys among n cost about 2n keys'
+    compiling, not n compiles."""
     import hyperscan
 
-    try:
-        _database([key_id for key_id, _ in keys], [key for _, key in keys])
-    except hyperscan.error:
-        if len(keys) == 1:
-            return []
-        middle = len(keys) // 2
-        return _accepted(keys[:middle]) + _accepted(keys[middle:])
-    return keys
+    if len(keys) < 2:
+        return []
+    halves = keys[: len(keys) // 2], keys[len(keys) // 2 :]
+    kept: list[tuple[int, bytes]] = []
+    for half in halves:
+        try:
+            _database([key_id for key_id, _ in half], [key for _, key in half])
+        except hyperscan.error:
+            kept += _accepted_among_refused(half)
+        else:
+            kept += half
+    return kept
 
 
 class ShardWriter:

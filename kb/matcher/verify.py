@@ -11,6 +11,7 @@ match for minutes on a 60-character line.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Sequence
 from typing import Any, Final, NamedTuple
@@ -250,13 +251,20 @@ def _confirm(pattern: Pattern, subject: str, m: Any) -> bool:
     cannot backtrack without end (`nested`). Otherwise RE2's superset stands."""
     if pattern.nested or m.end() - m.start() > GUARD_MAX_CHARS:
         return True
-    from kb.regex import quietly  # Python's warnings about the pattern (`[a-z--]`) kept off
+    compiled = _python_regex(pattern.regex)
+    return compiled is not None and compiled.search(subject[m.start() : m.end()]) is not None
+
+
+@functools.lru_cache(maxsize=512)  # as many as re's own cache keeps
+def _python_regex(regex: str) -> re.Pattern[str] | None:
+    """A backtracking-only pattern compiled by Python once, with the warnings Python gives
+    about it (`[a-z--]`) kept off the terminal; None if Python cannot compile it."""
+    from kb.regex import quietly
 
     try:
-        compiled = quietly(lambda: re.compile(pattern.regex))  # re's own cache after the first
+        return quietly(lambda: re.compile(regex))
     except re.error:
-        return False
-    return compiled.search(subject[m.start() : m.end()]) is not None
+        return None
 
 
 def covers_message(subject: str, start: int, end: int, leading: bool = False) -> bool:
